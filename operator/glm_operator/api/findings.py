@@ -1,0 +1,55 @@
+"""Structured validation findings shared by the api and plan layers.
+
+A :class:`Finding` names the field (a dotted path into the custom resource, e.g.
+``spec.prefill.parallelism.decodeContext``), the offending value, what is wrong and how to fix it.
+``glmctl validate`` prints them; the operator puts them into the ``Ready`` condition and an Event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    """How bad a finding is: ``error`` blocks rendering and applying; ``warning`` does not."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem with a GLMDeployment.
+
+    Attributes:
+        field: dotted path of the offending field in the CR, e.g. ``spec.decode.replicas``.
+        value: the offending value as the user wrote it (or as defaulted).
+        message: what is wrong, with the numbers.
+        fix: what to change.
+        severity: :class:`Severity`.
+    """
+
+    field: str
+    value: Any
+    message: str
+    fix: str
+    severity: Severity = Severity.ERROR
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message} (value: {self.value!r}). Fix: {self.fix}"
+
+
+@dataclass
+class SpecInvalidError(Exception):
+    """Raised when a GLMDeployment cannot be rendered; carries every error finding."""
+
+    findings: list[Finding] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.summary())
+
+    def summary(self) -> str:
+        """All findings, one per line."""
+        return "\n".join(str(f) for f in self.findings)

@@ -1,0 +1,166 @@
+"""Parse a GLMDeployment custom resource (a dict from YAML or the API server) into typed objects.
+
+Every failure becomes a :class:`~glm_operator.api.findings.Finding` that names the field, the value
+and the fix; nothing here raises a raw pydantic traceback at the user.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from glm_operator.api.findings import Finding, SpecInvalidError
+from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, GLMDeploymentSpec
+
+#: Child names are ``<name>-prefill``, ``<name>-decode-<ordinal>``, ``<name>-epp`` …; Services need
+#: DNS-1035 labels and the llm-d charts truncate release names to 40 characters.
+NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME_LENGTH = 40
+
+
+@dataclass(frozen=True)
+class GLMDeployment:
+    """A parsed custom resource: identity plus the typed spec.
+
+    Attributes:
+        name, namespace: ``metadata.name`` / ``metadata.namespace`` (namespace ``default`` when absent,
+            as ``kubectl apply`` would use).
+        uid: ``metadata.uid`` (empty for files that were never applied).
+        generation: ``metadata.generation`` (0 for files).
+        spec: the validated spec with defaults.
+    """
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: GLMDeploymentSpec
+
+
+def parse(resource: dict[str, Any]) -> GLMDeployment:
+    """Validate a GLMDeployment dict and return it typed.
+
+    Raises:
+        SpecInvalidError: with one finding per problem (wrong apiVersion/kind, bad name, every
+            schema violation of the spec).
+    """
+    findings: list[Finding] = []
+    api_version = resource.get("apiVersion")
+    if api_version != f"{API_GROUP}/{API_VERSION}":
+        findings.append(
+            Finding("apiVersion", api_version, "unsupported apiVersion", f"use {API_GROUP}/{API_VERSION}")
+        )
+    if resource.get("kind") != KIND:
+        findings.append(Finding("kind", resource.get("kind"), "not a GLMDeployment", f"use kind: {KIND}"))
+    metadata = resource.get("metadata") or {}
+    name = str(metadata.get("name") or "")
+    if not NAME_PATTERN.match(name) or len(name) > MAX_NAME_LENGTH:
+        findings.append(
+            Finding(
+                "metadata.name",
+                name,
+                f"must be a DNS-1035 label of at most {MAX_NAME_LENGTH} characters (children append suffixes)",
+                "use lowercase letters, digits and '-', starting with a letter, e.g. glm-5-3",
+            )
+        )
+    spec_raw = resource.get("spec")
+    spec: GLMDeploymentSpec | None = None
+    if not isinstance(spec_raw, dict):
+        findings.append(Finding("spec", spec_raw, "spec is missing", "add spec.model.name and spec.image"))
+    else:
+        try:
+            spec = GLMDeploymentSpec.model_validate(spec_raw)
+        except ValidationError as exc:
+            findings.extend(findings_from_validation_error(exc, GLMDeploymentSpec, prefix="spec"))
+    if findings or spec is None:
+        raise SpecInvalidError(findings)
+    return GLMDeployment(
+        name=name,
+        namespace=str(metadata.get("namespace") or "default"),
+        uid=str(metadata.get("uid") or ""),
+        generation=int(metadata.get("generation") or 0),
+        spec=spec,
+    )
+
+
+def findings_from_validation_error(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[Finding]:
+    """Turn a pydantic :class:`ValidationError` into findings with camelCase paths and a fix each."""
+    findings = []
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]]
+        path = ".".join([prefix, *loc]) if loc else prefix
+        findings.append(
+            Finding(
+                field=path,
+                value=error.get("input"),
+                message=_message(error),
+                fix=_fix(error, model, loc),
+            )
+        )
+    return findings
+
+
+def _message(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    if error["type"] == "string_pattern_mismatch" and "Ki|Mi|Gi" in str((error.get("ctx") or {}).get("pattern")):
+        return "not a Kubernetes memory quantity"
+    return str(error["msg"])
+
+
+def _fix(error: Any, model: type[BaseModel], loc: list[str]) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        known = _known_fields(model, loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"{hint}remove it or use one of: {', '.join(sorted(known))}"
+    if kind == "missing":
+        return f"set {loc[-1]}"
+    if kind in {"greater_than_equal", "greater_than"}:
+        return f"use a value >= {ctx.get('ge', ctx.get('gt'))}"
+    if kind in {"less_than_equal", "less_than"}:
+        return f"use a value <= {ctx.get('le', ctx.get('lt'))}"
+    if kind == "literal_error":
+        return f"use one of {ctx.get('expected')}"
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern", ""))
+        if "Ki|Mi|Gi" in pattern:
+            return "write a Kubernetes memory quantity such as 48Gi or 512Gi"
+        return f"match the pattern {pattern}"
+    return "correct the value to the documented type (see `kubectl explain glmdeployment.spec`)"
+
+
+def _known_fields(model: type[BaseModel], loc: list[str]) -> list[str]:
+    """camelCase field names of the sub-model reached by following ``loc`` from ``model``."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None or part.isdigit():
+            continue
+        nxt: type[BaseModel] | None = None
+        for name, info in current.model_fields.items():
+            if part in {name, info.alias}:
+                nxt = _submodel(info.annotation)
+                break
+        current = nxt
+    if current is None:
+        return []
+    return [info.alias or name for name, info in current.model_fields.items()]
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel class inside ``X``, ``X | None`` or ``list[X]``, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _submodel(arg)
+        if found is not None:
+            return found
+    return None

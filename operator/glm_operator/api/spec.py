@@ -1,0 +1,458 @@
+"""The ``GLMDeployment`` spec (``serving.glm.dev/v1alpha1``) as pydantic v2 models.
+
+These models are the single source of the API: the operator parses custom resources with them,
+``glmctl`` validates files with them, and ``make crds`` generates ``crds/glmdeployment.yaml`` from
+them (:mod:`glm_operator.api.crd`). Field names are camelCase on the wire (Kubernetes API
+conventions) and snake_case in Python.
+
+Defaults make a minimal CR (``model.name`` + ``image``) describe seed system A of
+``docs/SEED-FACTS.md``: GLM-5.3-FP8 on two 8×H200 nodes, prefill PCP8×DCP8×EP8 with 512 GiB CPU KV
+offload, decode DP8×EP8 with Hybrid HiSparse (48 GiB host pool + 16 GiB offload per DP rank),
+FP8 KV cache with block size 64, MTP with 3 draft tokens, NIXL KV transfer, llm-d router.
+
+Cross-field rules that are simple enough are also CRD ``x-kubernetes-validations`` (CEL), so the
+API server refuses them at ``kubectl apply`` time; the rest live in :mod:`glm_operator.plan.rules`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
+
+from glm_operator.api.quantity import CPU_QUANTITY_PATTERN, MEMORY_QUANTITY_PATTERN
+
+API_GROUP = "serving.glm.dev"
+API_VERSION = "v1alpha1"
+KIND = "GLMDeployment"
+PLURAL = "glmdeployments"
+SINGULAR = "glmdeployment"
+SHORT_NAMES = ["glmd"]
+
+MemoryQuantity = Annotated[str, StringConstraints(pattern=MEMORY_QUANTITY_PATTERN)]
+CpuQuantity = Annotated[str, StringConstraints(pattern=CPU_QUANTITY_PATTERN)]
+#: DNS-1123 subdomain (object names such as Secrets, PVCs, Gateways).
+DnsName = Annotated[
+    str,
+    StringConstraints(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+]
+Port = Annotated[int, Field(ge=1024, le=65535)]
+
+
+def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    """``x-kubernetes-validations`` for a model's JSON schema: ``(rule, message)`` pairs."""
+    return {"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in rules]}
+
+
+class _Model(BaseModel):
+    """Base: camelCase aliases, unknown fields forbidden (typos are errors, not silently ignored)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+
+# --------------------------------------------------------------------------------------------- model
+
+
+class SecretKeyRef(_Model):
+    """A key in a Secret of the CR's namespace."""
+
+    name: DnsName = Field(description="Secret name.")
+    key: str = Field(default="HF_TOKEN", min_length=1, description="Key inside the Secret.")
+
+
+class PvcSource(_Model):
+    """Weights on a PersistentVolumeClaim (ReadOnlyMany or ReadWriteMany across the engine pods)."""
+
+    claim_name: DnsName = Field(description="Name of an existing PersistentVolumeClaim.")
+    sub_path: str | None = Field(
+        default=None, pattern=r"^[^/].*$", description="Directory inside the volume that holds the checkpoint."
+    )
+
+
+class HuggingFaceSource(_Model):
+    """Weights downloaded from Hugging Face by vLLM at start-up."""
+
+    token_secret: SecretKeyRef | None = Field(
+        default=None, description="Secret with a Hugging Face token, exposed as HF_TOKEN. Omit for public models."
+    )
+    cache_claim_name: DnsName | None = Field(
+        default=None,
+        description="PVC used as the Hugging Face cache so restarts do not re-download ~750 GB. "
+        "Without it the cache is an emptyDir on the node.",
+    )
+
+
+class WeightsSource(_Model):
+    """Where the checkpoint comes from: exactly one of ``pvc`` or ``huggingFace``."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(("!(has(self.pvc) && has(self.huggingFace))", "set only one of pvc or huggingFace"))
+    )
+
+    pvc: PvcSource | None = None
+    hugging_face: HuggingFaceSource | None = Field(default=None, alias="huggingFace")
+
+
+ModelProfileName = Literal["glm-5.3", "glm-5.2", "glm-5.1", "glm-5", "deepseek-v3.2", "kimi-k2.6"]
+
+
+class ModelSpec(_Model):
+    """The model to serve."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description="Hugging Face repository id, e.g. zai-org/GLM-5.3-FP8.",
+    )
+    served_name: str | None = Field(
+        default=None,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description="Model name clients send in requests (--served-model-name). Default: the profile name.",
+    )
+    profile: ModelProfileName = Field(
+        default="glm-5.3", description="Architecture profile used by the planner (layers, MLA/indexer dims, context)."
+    )
+    source: WeightsSource = Field(
+        default_factory=lambda: WeightsSource(hugging_face=HuggingFaceSource()),
+        description="Where the weights come from. Default: Hugging Face, no token.",
+    )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=1024,
+        le=16_777_216,
+        description="--max-model-len in tokens. Default: the profile's context limit.",
+    )
+
+
+# --------------------------------------------------------------------------------------------- cluster-wide
+
+
+class GpuSpec(_Model):
+    """The GPU nodes the engines run on."""
+
+    product: Literal["H200", "B200"] = Field(default="H200", description="GPU product; selects the node label.")
+    per_node: int = Field(default=8, ge=1, le=16, description="GPUs per node; one engine owns one node.")
+
+
+class KvCacheSpec(_Model):
+    """KV cache layout, one value for both roles (a mismatch breaks NIXL transfers)."""
+
+    dtype: Literal["fp8", "fp8_ds_mla", "bfloat16", "auto"] = Field(
+        default="fp8",
+        description="--kv-cache-dtype. vLLM rewrites fp8* to the 656-byte fp8_ds_mla row for sparse-MLA models.",
+    )
+    block_size: Literal[16, 32, 64, 128, 256] = Field(
+        default=64, description="--block-size in tokens. FLASHMLA_SPARSE supports 64 only."
+    )
+
+
+class SpeculativeSpec(_Model):
+    """Speculative decoding; the same on both roles (NIXL requires it)."""
+
+    method: Literal["mtp", "none"] = Field(default="mtp", description="mtp uses the checkpoint's MTP layer.")
+    num_speculative_tokens: int = Field(default=3, ge=1, le=8, description="Draft tokens per step.")
+
+
+class PortsSpec(_Model):
+    """Container ports of the engine pods."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(("self.serving != self.engine", "serving and engine must differ")))
+
+    serving: Port = Field(
+        default=8000,
+        description="Port the InferencePool targets: prefill vLLM and the decode P/D sidecar listen here.",
+    )
+    engine: Port = Field(default=8200, description="Decode vLLM port behind the P/D sidecar.")
+
+
+# --------------------------------------------------------------------------------------------- roles
+
+
+class ParallelismSpec(_Model):
+    """vLLM parallel layout of one engine (one pod, one node).
+
+    World size (GPUs per engine) = tensor × prefillContext × data. DCP does not grow the world
+    size; it reuses TP ranks (PCP=1) or spans the PCP×TP block (PCP>1).
+    Rules from ``vllm/config/parallel.py`` ``_validate_parallel_config``.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            ("self.prefillContext == 1 || self.data == 1", "PCP > 1 does not support data parallelism (vLLM)"),
+            (
+                "self.prefillContext > 1 || self.tensor % self.decodeContext == 0",
+                "with prefillContext 1, tensor must be a multiple of decodeContext",
+            ),
+            (
+                "self.prefillContext == 1 || self.decodeContext == 1 || self.decodeContext == self.prefillContext"
+                " || self.decodeContext == self.tensor * self.prefillContext",
+                "with prefillContext > 1, decodeContext must be 1, prefillContext or tensor*prefillContext",
+            ),
+        )
+    )
+
+    tensor: int = Field(default=1, ge=1, le=16, description="--tensor-parallel-size.")
+    prefill_context: int = Field(default=1, ge=1, le=16, description="--prefill-context-parallel-size (PCP).")
+    decode_context: int = Field(default=1, ge=1, le=16, description="--decode-context-parallel-size (DCP).")
+    data: int = Field(default=1, ge=1, le=16, description="--data-parallel-size (DP ranks inside the pod).")
+    expert: bool = Field(default=False, description="--enable-expert-parallel (EP over TP×PCP×DP).")
+
+    @property
+    def world_size(self) -> int:
+        """GPUs one engine uses: TP × PCP × DP."""
+        return self.tensor * self.prefill_context * self.data
+
+
+class HiSparseSpec(_Model):
+    """Hybrid HiSparse: sparse-MLA KV in pinned host memory, hot rows on the GPU (decode only)."""
+
+    enabled: bool = Field(default=True, description="Turn HiSparse on.")
+    host_pool_per_rank: MemoryQuantity = Field(
+        default="48Gi", description="HiSparseConnector host_pool_gib per DP rank (pinned host memory)."
+    )
+    offload_per_rank: MemoryQuantity = Field(
+        default="16Gi", description="OffloadingConnector size per DP rank beside HiSparse (indexer KV prefixes)."
+    )
+
+
+class EnvVar(_Model):
+    """A literal environment variable."""
+
+    name: str = Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+    value: str = ""
+
+
+class RoleResources(_Model):
+    """Host resources of one engine pod, besides GPUs.
+
+    The memory request and limit of the vLLM container are ``memory`` + the CPU-offload and
+    HiSparse pools of all DP ranks + ``shm`` (the memory-backed ``/dev/shm`` counts against the
+    limit).
+    """
+
+    cpu: CpuQuantity = Field(default="32", description="CPU request of the vLLM container.")
+    memory: MemoryQuantity = Field(
+        default="256Gi", description="Host memory for the engine itself, excluding KV pools and /dev/shm."
+    )
+    shm: MemoryQuantity = Field(default="32Gi", description="Size of the memory-backed /dev/shm (NCCL).")
+
+
+class RoleSpec(_Model):
+    """One engine role: a StatefulSet of identical engines, one per node."""
+
+    replicas: int = Field(default=1, ge=1, le=64, description="Engines in this role (one node each).")
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    dcp_comm_backend: Literal["ag_rs", "a2a"] | None = Field(
+        default=None, description="--dcp-comm-backend. Default: the model's default (a2a for GLM)."
+    )
+    cpu_offload_per_rank: MemoryQuantity | None = Field(
+        default=None, description="CPU KV offload per DP rank (OffloadingConnector cpu_bytes_to_use)."
+    )
+    force_sparse_mqa: bool = Field(
+        default=False,
+        alias="forceSparseMQA",
+        description='--attention-config {"sparse_mla_force_mqa":true}: keep short prompts on the sparse-MLA path.',
+    )
+    hi_sparse: HiSparseSpec | None = Field(default=None, alias="hiSparse", description="Decode only.")
+    resources: RoleResources = Field(default_factory=RoleResources)
+    extra_args: list[str] = Field(
+        default_factory=list, max_length=64, description="Extra vLLM arguments appended last (escape hatch)."
+    )
+    env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Extra environment variables.")
+
+
+def _seed_prefill_parallelism() -> ParallelismSpec:
+    return ParallelismSpec(tensor=1, prefill_context=8, decode_context=8, data=1, expert=True)
+
+
+def _seed_decode_parallelism() -> ParallelismSpec:
+    return ParallelismSpec(tensor=1, prefill_context=1, decode_context=1, data=8, expert=True)
+
+
+def _seed_engine_parallelism() -> ParallelismSpec:
+    return ParallelismSpec(tensor=8, prefill_context=1, decode_context=8, data=1, expert=False)
+
+
+class PrefillSpec(RoleSpec):
+    """Prefill role. Default: seed system A (PCP8×DCP8×EP8, ag_rs, force MQA, 512 GiB CPU offload)."""
+
+    parallelism: ParallelismSpec = Field(default_factory=_seed_prefill_parallelism)
+    dcp_comm_backend: Literal["ag_rs", "a2a"] | None = Field(default="ag_rs")
+    cpu_offload_per_rank: MemoryQuantity | None = Field(default="512Gi")
+    force_sparse_mqa: bool = Field(default=True, alias="forceSparseMQA")
+
+
+class DecodeSpec(RoleSpec):
+    """Decode role. Default: seed system A (DP8×EP8 with HiSparse 48 GiB + 16 GiB per rank)."""
+
+    parallelism: ParallelismSpec = Field(default_factory=_seed_decode_parallelism)
+    hi_sparse: HiSparseSpec | None = Field(default_factory=HiSparseSpec, alias="hiSparse")
+
+
+class EngineSpec(RoleSpec):
+    """The single engine role of ``mode: aggregated``. Default: seed system B (TP8 + DCP8)."""
+
+    parallelism: ParallelismSpec = Field(default_factory=_seed_engine_parallelism)
+
+
+# --------------------------------------------------------------------------------------------- router
+
+
+class ScorerWeights(_Model):
+    """Endpoint-picker scorer weights (weighted sum per scheduling profile)."""
+
+    prefix_cache: float = Field(default=2.0, ge=0, le=100, description="prefix-cache-scorer weight.")
+    queue: float = Field(default=1.0, ge=0, le=100, description="queue-scorer weight.")
+    kv_cache_utilization: float = Field(default=1.0, ge=0, le=100, description="kv-cache-utilization-scorer weight.")
+
+
+class PdDeciderSpec(_Model):
+    """``prefix-based-pd-decider``: disaggregate when the decode pod's uncached suffix is long enough."""
+
+    non_cached_tokens: int = Field(
+        default=16, ge=1, le=1_048_576, description="Uncached tokens that trigger P/D (0 would disable P/D)."
+    )
+    prompt_tokens: int = Field(default=0, ge=0, le=16_777_216, description="Minimum prompt length for P/D (0 = off).")
+
+
+class EndpointPickerSpec(_Model):
+    """The llm-d endpoint picker (EPP)."""
+
+    replicas: int = Field(default=1, ge=1, le=3, description="EPP replicas; >1 is active/passive with leader election.")
+    scorers: ScorerWeights = Field(default_factory=ScorerWeights)
+    pd_decider: PdDeciderSpec = Field(default_factory=PdDeciderSpec, alias="pdDecider")
+
+
+class GatewayRef(_Model):
+    """A Gateway API Gateway; when set, an HTTPRoute to the InferencePool is rendered."""
+
+    name: DnsName
+    namespace: DnsName | None = Field(default=None, description="Default: the CR's namespace.")
+    section_name: str | None = Field(default=None, max_length=253, description="Listener name on the Gateway.")
+
+
+class RouterSpec(_Model):
+    """llm-d prefix-aware router. Without ``gateway`` it runs standalone (Envoy beside the EPP)."""
+
+    endpoint_picker: EndpointPickerSpec = Field(default_factory=EndpointPickerSpec)
+    gateway: GatewayRef | None = None
+
+
+# --------------------------------------------------------------------------------------------- KV transfer
+
+
+class UcxSpec(_Model):
+    """UCX settings for NIXL. Never defaults to TCP-only: unset means UCX picks the transports."""
+
+    tls: str | None = Field(
+        default=None, pattern=r"^[a-z0-9_,^]+$", description="UCX_TLS, e.g. rc,cuda_copy,cuda_ipc."
+    )
+    net_devices: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9_:.,-]+$", description="UCX_NET_DEVICES, e.g. mlx5_0:1."
+    )
+
+
+class RdmaSpec(_Model):
+    """An RDMA device-plugin resource requested by every engine (e.g. ``rdma/ib``)."""
+
+    resource: str = Field(
+        default="rdma/ib", pattern=r"^[a-z0-9.-]+/[a-zA-Z0-9._-]+$", description="Extended resource name."
+    )
+    count: int = Field(default=1, ge=1, le=16)
+
+
+class KvTransferSpec(_Model):
+    """NIXL KV transfer between prefill and decode."""
+
+    connector: Literal["nixl", "none"] = Field(
+        default="nixl", description="nixl for prefill/decode disaggregation; none only in mode aggregated."
+    )
+    side_channel_base_port: Port = Field(
+        default=5600, description="VLLM_NIXL_SIDE_CHANNEL_PORT; worker w of an engine uses base + w."
+    )
+    load_failure_policy: Literal["fail", "recompute"] = Field(
+        default="fail", description="kv_load_failure_policy; recompute hides transfer failures behind latency."
+    )
+    ucx: UcxSpec = Field(default_factory=UcxSpec)
+    rdma: RdmaSpec | None = None
+
+
+# --------------------------------------------------------------------------------------------- scheduling
+
+
+class SchedulingSpec(_Model):
+    """Pod placement for the engine pods (merged with the GPU node selector and one-engine-per-node)."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(
+        default_factory=list,
+        json_schema_extra={"items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    )
+    affinity: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    priority_class_name: str | None = Field(default=None, max_length=253)
+
+
+# --------------------------------------------------------------------------------------------- spec
+
+
+class GLMDeploymentSpec(_Model):
+    """``spec`` of a GLMDeployment."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                "self.mode == 'aggregated' || !has(self.engine)",
+                "engine is only for mode aggregated; use prefill and decode",
+            ),
+            (
+                "self.mode == 'disaggregated' || (!has(self.prefill) && !has(self.decode))",
+                "mode aggregated has one role: set engine, not prefill or decode",
+            ),
+        )
+    )
+
+    model: ModelSpec
+    image: str = Field(
+        min_length=1,
+        max_length=512,
+        pattern=r"^[a-z0-9][a-z0-9._/:@-]*$",
+        description="vLLM serving image with the glm_kernels plugin (built from images/vllm-glm).",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    mode: Literal["disaggregated", "aggregated"] = Field(
+        default="disaggregated", description="disaggregated: prefill + decode roles; aggregated: one engine role."
+    )
+    gpu: GpuSpec = Field(default_factory=GpuSpec)
+    kv_cache: KvCacheSpec = Field(default_factory=KvCacheSpec)
+    speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)
+    hash_seed: int = Field(
+        default=42, ge=0, le=4_294_967_295, description="PYTHONHASHSEED on every vLLM pod (prefix-cache hashes)."
+    )
+    startup_timeout_seconds: int = Field(
+        default=3600, ge=300, le=21600, description="Time allowed to load weights before liveness applies."
+    )
+    ports: PortsSpec = Field(default_factory=PortsSpec)
+    prefill: PrefillSpec | None = None
+    decode: DecodeSpec | None = None
+    engine: EngineSpec | None = None
+    router: RouterSpec = Field(default_factory=RouterSpec)
+    kv_transfer: KvTransferSpec = Field(default_factory=KvTransferSpec)
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+
+    def roles(self) -> dict[str, RoleSpec]:
+        """The engine roles this spec renders, with defaults filled: ``{"prefill": …, "decode": …}``
+        in disaggregated mode, ``{"engine": …}`` in aggregated mode."""
+        if self.mode == "aggregated":
+            return {"engine": self.engine or EngineSpec()}
+        return {"prefill": self.prefill or PrefillSpec(), "decode": self.decode or DecodeSpec()}

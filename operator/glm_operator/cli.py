@@ -1,0 +1,183 @@
+"""``glmctl`` — render, validate and run, with or without a cluster.
+
+Exit codes: 0 success; 1 the input is invalid (findings printed to stderr); 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from glm_operator import __version__, versions
+from glm_operator.api.crd import build_crd
+from glm_operator.api.findings import Finding, Severity, SpecInvalidError
+from glm_operator.api.load import parse
+from glm_operator.api.spec import KIND
+from glm_operator.render.manifests import Rendered, render
+from glm_operator.render.serialize import to_json, to_yaml
+
+app = typer.Typer(
+    name="glmctl",
+    help="Plan, render, validate and run GLMDeployments (long-context GLM-5.x on vLLM + llm-d).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+err = Console(stderr=True)
+
+
+class InputError(Exception):
+    """A file that cannot be read or is not YAML; the message says which and why."""
+
+
+def load_documents(path: Path) -> list[dict[str, Any]]:
+    """Read every YAML document of ``path`` (``-`` = stdin) that is a GLMDeployment.
+
+    Raises:
+        InputError: the file is missing, not YAML, or holds no GLMDeployment.
+    """
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {exc}") from exc
+    if not all(isinstance(d, dict) for d in docs):
+        raise InputError(f"{path}: every YAML document must be a mapping")
+    found = [d for d in docs if d.get("kind") == KIND]
+    if not found:
+        raise InputError(f"{path}: no {KIND} document found (kind: {KIND})")
+    return found
+
+
+def render_documents(path: Path) -> list[Rendered]:
+    """Parse and render every GLMDeployment in ``path``.
+
+    Raises:
+        InputError, SpecInvalidError.
+    """
+    return [render(parse(doc)) for doc in load_documents(path)]
+
+
+def print_findings(findings: list[Finding], source: str) -> None:
+    """Findings on stderr, one block each: severity, field = value, the problem, the fix."""
+    err.print(f"{source}: {len(findings)} problem(s)", highlight=False)
+    for f in findings:
+        style = "red" if f.severity == Severity.ERROR else "yellow"
+        err.print(f"[{style}]{f.severity}[/] [bold]{f.field}[/] = {f.value!r}", highlight=False)
+        err.print(f"    {f.message}", highlight=False, soft_wrap=True)
+        err.print(f"    fix: {f.fix}", highlight=False, soft_wrap=True)
+
+
+def _fail(exc: Exception, path: Path) -> typer.Exit:
+    if isinstance(exc, SpecInvalidError):
+        print_findings(exc.findings, str(path))
+    else:
+        err.print(f"[red]error:[/] {exc}")
+    return typer.Exit(code=1)
+
+
+@app.command("render")
+def render_cmd(
+    file: Annotated[Path, typer.Argument(help="GLMDeployment YAML file, or - for stdin.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+) -> None:
+    """Print every manifest the operator would apply (no cluster needed; for GitOps)."""
+    if output not in {"yaml", "json"}:
+        err.print(f"[red]error:[/] --output must be yaml or json, not {output!r}")
+        raise typer.Exit(code=2)
+    try:
+        results = render_documents(file)
+    except (InputError, SpecInvalidError) as exc:
+        raise _fail(exc, file) from None
+    objects = [obj for result in results for obj in result.objects]
+    for result in results:
+        if result.warnings:
+            print_findings(result.warnings, str(file))
+    sys.stdout.write(to_yaml(objects) if output == "yaml" else to_json(objects))
+
+
+@app.command("validate")
+def validate_cmd(file: Annotated[Path, typer.Argument(help="GLMDeployment YAML file, or - for stdin.")]) -> None:
+    """Check a GLMDeployment against the schema and every rule; print "valid" or the problems."""
+    try:
+        results = render_documents(file)
+    except (InputError, SpecInvalidError) as exc:
+        raise _fail(exc, file) from None
+    for result in results:
+        if result.warnings:
+            print_findings(result.warnings, str(file))
+    typer.echo(f"{file}: valid")
+
+
+@app.command("crd")
+def crd_cmd() -> None:
+    """Print the GLMDeployment CustomResourceDefinition generated from the typed API."""
+    sys.stdout.write(yaml.safe_dump(build_crd(), sort_keys=False, width=120))
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print the operator version and the pinned vLLM / llm-d version tuple."""
+    table = Table(title=f"glm-operator {__version__}")
+    table.add_column("component")
+    table.add_column("pinned")
+    for component, value in versions.version_table():
+        table.add_row(component, value)
+    Console().print(table)
+
+
+@app.command("run")
+def run_cmd(
+    namespace: Annotated[
+        list[str] | None, typer.Option("--namespace", "-n", help="Watch only these namespaces (repeatable).")
+    ] = None,
+    liveness: Annotated[
+        str | None, typer.Option(help="Serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz.")
+    ] = None,
+    peering: Annotated[
+        bool, typer.Option(help="Use kopf peering (needs its peering CRDs) instead of standalone mode.")
+    ] = False,
+) -> None:
+    """Run the operator against the cluster of $KUBECONFIG (or the in-cluster service account)."""
+    import kopf  # noqa: PLC0415  (kopf only for `run`: render/validate stay light)
+
+    import glm_operator.handlers  # noqa: F401, PLC0415  (registers the handlers)
+
+    kopf.run(
+        standalone=not peering,
+        namespaces=namespace or [],
+        clusterwide=not namespace,
+        liveness_endpoint=liveness,
+    )
+
+
+@app.command("dev")
+def dev_cmd(
+    example: Annotated[Path, typer.Option(help="CR to apply once the operator runs.")] = Path(
+        "examples/glm-5.3-pd.yaml"
+    ),
+    once: Annotated[bool, typer.Option(help="Exit 0 after the first complete reconcile.")] = False,
+    port: Annotated[int, typer.Option(help="Emulator port (0 = any free port).")] = 0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the first reconcile.")] = 60.0,
+) -> None:
+    """Start a local Kubernetes API emulator, the operator and apply an example (`make run`)."""
+    from glm_operator.devcluster.session import run_dev_session  # noqa: PLC0415  (needs the emulator extra)
+
+    raise typer.Exit(code=run_dev_session(example=example, once=once, port=port, timeout=timeout))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

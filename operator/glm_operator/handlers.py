@@ -1,0 +1,156 @@
+"""The kopf shell: thin handlers with explicit ids around :func:`glm_operator.cluster.reconcile.reconcile`.
+
+- ``resume``/``create``/``update`` reconcile the CR that changed;
+- ``resync`` (a timer) re-reconciles every CR periodically (zero writes when nothing changed);
+- ``child-<plural>`` event handlers watch the children the operator labels and re-reconcile the
+  owner when one is changed or deleted by hand, or when a workload's readiness changes.
+
+kopf's own bookkeeping lives in ``serving.glm.dev/*`` annotations, not in ``status`` (the CRD's
+structural status schema would prune ``status.kopf``). Reconciles of one CR are serialised and
+coalesced: an event that arrives while one runs schedules exactly one more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import kopf
+from kubernetes import client, config
+
+from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, PLURAL
+from glm_operator.cluster.kinds import CHILD_KINDS
+from glm_operator.cluster.reconcile import Outcome, plain, read_deployment, reconcile
+from glm_operator.render import names
+
+#: Seconds between full resyncs of every CR (env ``GLM_RESYNC_SECONDS``).
+RESYNC_SECONDS = float(os.environ.get("GLM_RESYNC_SECONDS", "300"))
+#: Back-off before kopf retries a reconcile that hit a transient API error.
+RETRY_DELAY_SECONDS = float(os.environ.get("GLM_RETRY_DELAY_SECONDS", "15"))
+
+
+@dataclass
+class _State:
+    """Per-process state, rebuilt by the startup handler (one API client, per-CR locks)."""
+
+    api: client.ApiClient | None = None
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+
+
+STATE = _State()
+
+
+def make_api_client() -> client.ApiClient:
+    """An API client from the in-cluster service account, else from ``$KUBECONFIG`` / ``~/.kube/config``."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return client.ApiClient()
+    return cast(client.ApiClient, config.new_client_from_config(config_file=os.environ.get("KUBECONFIG")))  # type: ignore[no-untyped-call]
+
+
+@kopf.on.startup(id="configure")
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Keep kopf state in our annotations, post only warnings as Events, build the API client."""
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=API_GROUP, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{API_GROUP}/finalizer"
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    STATE.api = make_api_client()
+    STATE.locks.clear()
+    STATE.pending.clear()
+
+
+def _api() -> client.ApiClient:
+    if STATE.api is None:  # handlers called without the startup handler (e.g. embedded use)
+        STATE.api = make_api_client()
+    return STATE.api
+
+
+def _report(body: dict[str, Any], outcome: Outcome, logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+    """Log and post Events for what a reconcile did."""
+    if outcome.invalid:
+        message = "; ".join(str(f) for f in outcome.invalid)
+        logger.error("spec rejected, children unchanged: %s", message)
+        if outcome.status_written:
+            kopf.event(kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="InvalidSpec", message=message[:1024])
+        return
+    if outcome.applied or outcome.pruned:
+        logger.info("applied %s; pruned %s", outcome.applied or "nothing", outcome.pruned or "nothing")
+    if outcome.error:
+        kopf.event(kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="ApplyFailed", message=outcome.error[:1024])
+
+
+async def run_reconcile(body: dict[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> Outcome | None:
+    """Reconcile one CR, serialised per CR. Returns ``None`` when another run was already in
+    progress (that run re-reconciles once more when it finishes)."""
+    uid = body["metadata"]["uid"]
+    lock = STATE.locks.setdefault(uid, asyncio.Lock())
+    if lock.locked():
+        STATE.pending.add(uid)
+        return None
+    async with lock:
+        outcome = await asyncio.to_thread(reconcile, _api(), body)
+        _report(body, outcome, logger)
+        while uid in STATE.pending:
+            STATE.pending.discard(uid)
+            meta = body["metadata"]
+            fresh = await asyncio.to_thread(read_deployment, _api(), meta["namespace"], meta["name"])
+            if fresh is None:
+                break
+            body = fresh
+            outcome = await asyncio.to_thread(reconcile, _api(), body)
+            _report(body, outcome, logger)
+    return outcome
+
+
+@kopf.on.resume(API_GROUP, API_VERSION, PLURAL, id="resume")
+@kopf.on.create(API_GROUP, API_VERSION, PLURAL, id="create")
+@kopf.on.update(API_GROUP, API_VERSION, PLURAL, id="update")
+async def reconcile_handler(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    """Reconcile on operator start, creation and every spec/metadata change.
+
+    Raises:
+        kopf.TemporaryError: when the API server failed transiently; kopf retries after
+            :data:`RETRY_DELAY_SECONDS` and records the attempt in our annotations.
+    """
+    outcome = await run_reconcile(plain(body), logger)
+    if outcome is not None and outcome.error:
+        raise kopf.TemporaryError(outcome.error, delay=RETRY_DELAY_SECONDS)
+
+
+@kopf.timer(API_GROUP, API_VERSION, PLURAL, id="resync", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+async def resync(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    """Periodic full reconcile: restores drift that no event reported and refreshes status."""
+    await run_reconcile(plain(body), logger)
+
+
+async def child_event(body: kopf.Body, event: kopf.RawEvent, logger: kopf.Logger, **_: Any) -> None:
+    """A managed child changed or vanished: reconcile its owning GLMDeployment."""
+    owner = next(
+        (ref for ref in body.metadata.get("ownerReferences") or []
+         if ref.get("kind") == KIND and ref.get("apiVersion") == f"{API_GROUP}/{API_VERSION}"),
+        None,
+    )
+    if owner is None or body.metadata.namespace is None:
+        return
+    fresh = await asyncio.to_thread(read_deployment, _api(), body.metadata.namespace, owner["name"])
+    if fresh is None or fresh["metadata"].get("uid") != owner.get("uid"):
+        return  # the owner is gone; the garbage collector removes the child
+    if fresh["metadata"].get("deletionTimestamp"):
+        return
+    await run_reconcile(fresh, logger)
+
+
+for _kind in CHILD_KINDS:
+    _resource = (_kind.group, _kind.version, _kind.plural) if _kind.group else (_kind.version, _kind.plural)
+    kopf.on.event(
+        *_resource, labels={names.LABEL_MANAGED_BY: names.MANAGED_BY}, id=f"child-{_kind.plural}"
+    )(child_event)

@@ -1,0 +1,1 @@
+"""Child state → GLMDeployment status (pure: no API calls)."""

@@ -1,0 +1,134 @@
+"""Compute the GLMDeployment status from the rendered result and the live children.
+
+Pure functions. Conditions follow ``metav1.Condition`` conventions: ``lastTransitionTime``
+changes only when a condition's ``status`` flips, so an unchanged world yields an identical status
+and the operator writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from glm_operator.api.findings import Finding
+from glm_operator.render import names
+
+READY = "Ready"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+
+
+def condition(
+    previous: Iterable[dict[str, Any]],
+    ctype: str,
+    status: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    now: str,
+) -> dict[str, Any]:
+    """One condition dict; keeps the previous ``lastTransitionTime`` unless ``status`` flips."""
+    value = "True" if status else "False"
+    old = next((c for c in previous if c.get("type") == ctype), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == value and old.get("lastTransitionTime") else now
+    return {
+        "type": ctype,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def replica_counts(workload: dict[str, Any] | None, desired: int) -> dict[str, int]:
+    """``{replicas, readyReplicas}`` of a StatefulSet/Deployment (0 ready when it does not exist yet)."""
+    status = (workload or {}).get("status") or {}
+    return {"replicas": desired, "readyReplicas": int(status.get("readyReplicas") or 0)}
+
+
+def healthy_status(
+    *,
+    previous: dict[str, Any],
+    generation: int,
+    workloads: dict[str, tuple[dict[str, Any] | None, int]],
+    endpoint: str,
+    max_context_tokens: int,
+    warnings: list[Finding],
+    now: str,
+    apply_error: str | None = None,
+) -> dict[str, Any]:
+    """Status after a successful render.
+
+    Args:
+        previous: the current ``status`` of the CR (may be empty).
+        workloads: ``{"prefill"|"decode"|"engine"|"router": (live workload or None, desired replicas)}``.
+        apply_error: set when applying children failed (Degraded with reason ``ApplyFailed``).
+    """
+    conditions = previous.get("conditions") or []
+    counts = {role: replica_counts(live, desired) for role, (live, desired) in workloads.items()}
+    not_ready = [f"{role} {c['readyReplicas']}/{c['replicas']}" for role, c in counts.items()
+                 if c["readyReplicas"] < c["replicas"]]
+    ready = not not_ready and apply_error is None
+    summary = ", ".join(f"{role} {c['readyReplicas']}/{c['replicas']}" for role, c in counts.items())
+    if ready:
+        ready_cond = condition(conditions, READY, True, "AllReplicasReady", f"ready: {summary}", generation, now)
+    else:
+        ready_cond = condition(conditions, READY, False, "ReplicasNotReady", f"waiting for {', '.join(not_ready)}"
+                               if not_ready else summary, generation, now)
+    progressing = condition(
+        conditions, PROGRESSING, not ready and apply_error is None,
+        "Complete" if ready else ("Blocked" if apply_error else "RollingOut"),
+        f"ready: {summary}", generation, now,
+    )
+    warning_text = "; ".join(str(w) for w in warnings)
+    if apply_error is not None:
+        degraded = condition(conditions, DEGRADED, True, "ApplyFailed", apply_error, generation, now)
+    else:
+        degraded = condition(conditions, DEGRADED, False, "AsExpected", warning_text, generation, now)
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": [ready_cond, progressing, degraded],
+        "endpoint": endpoint,
+        "capacity": {"maxContextTokens": max_context_tokens},
+        **counts,
+    }
+    return status
+
+
+def invalid_status(*, previous: dict[str, Any], generation: int, findings: list[Finding], now: str) -> dict[str, Any]:
+    """Status for a spec that cannot be rendered: Ready=False/InvalidSpec, children left as they were.
+
+    Per-role counts, endpoint and capacity of the last good generation are kept; only the
+    conditions and ``observedGeneration`` change.
+    """
+    conditions = previous.get("conditions") or []
+    message = "; ".join(str(f) for f in findings)
+    status = {k: v for k, v in previous.items() if k not in {"conditions", "observedGeneration"}}
+    status["observedGeneration"] = generation
+    status["conditions"] = [
+        condition(conditions, READY, False, "InvalidSpec", message, generation, now),
+        condition(conditions, PROGRESSING, False, "InvalidSpec", "spec rejected; children unchanged", generation, now),
+        condition(conditions, DEGRADED, True, "InvalidSpec", message, generation, now),
+    ]
+    return status
+
+
+def workload_roles(objects: list[dict[str, Any]], cr_name: str) -> dict[str, tuple[str, str, int]]:
+    """``{role: (kind, name, desired replicas)}`` of the StatefulSets/Deployment among rendered objects."""
+    roles: dict[str, tuple[str, str, int]] = {}
+    for obj in objects:
+        if obj["kind"] not in {"StatefulSet", "Deployment"}:
+            continue
+        component = obj["metadata"]["labels"].get("app.kubernetes.io/component", "")
+        if obj["metadata"]["labels"].get(names.LABEL_DEPLOYMENT) == cr_name:
+            roles[component] = (obj["kind"], obj["metadata"]["name"], int(obj["spec"]["replicas"]))
+    return roles
+
+
+def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """A JSON merge patch turning ``previous`` into ``new`` at the top level of ``status``, or ``None``
+    when nothing changed (so an unchanged resync makes no write). Keys that disappear become ``None``."""
+    patch: dict[str, Any] = {k: v for k, v in new.items() if previous.get(k) != v}
+    patch.update({k: None for k in previous if k not in new and k != "kopf"})
+    return patch or None

@@ -1,0 +1,287 @@
+"""Compatibility rules: every rule is a pure function ``(spec) -> list[Finding]``.
+
+Each finding names a CR field, the value, what breaks and the fix. :func:`check` runs them all.
+The rules encode failures seen in the field (``docs/DESIGN.md``, "What the operator must get right")
+and vLLM's own start-up assertions, so a bad CR is refused before a GPU is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from glm_operator.api.findings import Finding, Severity
+from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
+from glm_operator.plan.ports import collisions, role_ports
+from glm_operator.plan.profiles import MODELS
+
+Rule = Callable[[GLMDeploymentSpec], list[Finding]]
+
+#: vLLM flags the operator owns. Passing them through ``extraArgs`` would silently override the
+#: rendered layout (or, for ``--kv-offloading-size``, *replace* the NIXL connector: vLLM's
+#: ``_post_init_kv_transfer_config`` overwrites ``kv_connector``; ``reference/vllm.md`` §1.7).
+MANAGED_FLAGS: dict[str, str] = {
+    "--kv-transfer-config": "the operator composes it from kvTransfer, cpuOffloadPerRank and hiSparse",
+    "--kv-offloading-size": "it replaces the NIXL connector; set cpuOffloadPerRank instead",
+    "--kv-offloading-backend": "set cpuOffloadPerRank instead",
+    "--block-size": "set spec.kvCache.blockSize (one value for every engine)",
+    "--kv-cache-dtype": "set spec.kvCache.dtype (one value for every engine)",
+    "--tensor-parallel-size": "set parallelism.tensor",
+    "-tp": "set parallelism.tensor",
+    "--prefill-context-parallel-size": "set parallelism.prefillContext",
+    "-pcp": "set parallelism.prefillContext",
+    "--decode-context-parallel-size": "set parallelism.decodeContext",
+    "-dcp": "set parallelism.decodeContext",
+    "--data-parallel-size": "set parallelism.data",
+    "-dp": "set parallelism.data",
+    "--enable-expert-parallel": "set parallelism.expert",
+    "--speculative-config": "set spec.speculative",
+    "--max-model-len": "set spec.model.maxModelLen",
+    "--port": "set spec.ports",
+    "--served-model-name": "set spec.model.servedName",
+}
+
+#: Environment variables the operator owns on every vLLM container.
+MANAGED_ENV: dict[str, str] = {
+    "PYTHONHASHSEED": "set spec.hashSeed (it must be equal on every engine)",
+    "VLLM_NIXL_SIDE_CHANNEL_HOST": "the operator sets it to the pod IP",
+    "VLLM_NIXL_SIDE_CHANNEL_PORT": "set spec.kvTransfer.sideChannelBasePort",
+    "UCX_TLS": "set spec.kvTransfer.ucx.tls",
+    "UCX_NET_DEVICES": "set spec.kvTransfer.ucx.netDevices",
+}
+
+
+def _roles(spec: GLMDeploymentSpec) -> Iterator[tuple[str, RoleSpec]]:
+    yield from spec.roles().items()
+
+
+def parallel_layout(spec: GLMDeploymentSpec) -> list[Finding]:
+    """vLLM's ``ParallelConfig._validate_parallel_config`` plus one engine per node.
+
+    PCP>1 with DP>1 is rejected; PCP=1 needs ``tp % dcp == 0``; PCP>1 needs
+    ``dcp ∈ {1, pcp, tp·pcp}``; ``a2a`` needs DCP>1; TP×PCP×DP GPUs must fit one node.
+    """
+    out = []
+    for name, role in _roles(spec):
+        p = role.parallelism
+        base = f"spec.{name}.parallelism"
+        if p.prefill_context > 1 and p.data > 1:
+            out.append(Finding(
+                f"{base}.data", p.data,
+                f"vLLM rejects prefill context parallelism (prefillContext={p.prefill_context}) together with "
+                "data parallelism: 'PCP does not support data parallelism yet'",
+                "set data: 1 (scale with replicas) or prefillContext: 1",
+            ))
+        if p.prefill_context == 1 and p.tensor % p.decode_context != 0:
+            out.append(Finding(
+                f"{base}.decodeContext", p.decode_context,
+                f"with prefillContext 1, DCP reuses the TP ranks: tensor ({p.tensor}) must be a multiple of "
+                f"decodeContext ({p.decode_context})",
+                f"use a decodeContext that divides {p.tensor}, e.g. {p.tensor}",
+            ))
+        allowed = {1, p.prefill_context, p.tensor * p.prefill_context}
+        if p.prefill_context > 1 and p.decode_context not in allowed:
+            out.append(Finding(
+                f"{base}.decodeContext", p.decode_context,
+                f"with prefillContext {p.prefill_context} and tensor {p.tensor}, vLLM accepts decodeContext "
+                f"in {sorted(allowed)} only",
+                f"use one of {sorted(allowed)}",
+            ))
+        if role.dcp_comm_backend == "a2a" and p.decode_context <= 1:
+            out.append(Finding(
+                f"spec.{name}.dcpCommBackend", "a2a", "the a2a DCP backend needs decodeContext > 1",
+                "remove dcpCommBackend or raise decodeContext",
+            ))
+        if p.world_size > spec.gpu.per_node:
+            out.append(Finding(
+                f"{base}", f"tensor={p.tensor} prefillContext={p.prefill_context} data={p.data}",
+                f"an engine needs tensor×prefillContext×data = {p.world_size} GPUs but a node has "
+                f"{spec.gpu.per_node} (spec.gpu.perNode); multi-node engines are not supported",
+                f"reduce the product to at most {spec.gpu.per_node} and scale with replicas",
+            ))
+        elif p.world_size < spec.gpu.per_node:
+            out.append(Finding(
+                f"{base}", p.world_size,
+                f"an engine uses {p.world_size} of the node's {spec.gpu.per_node} GPUs; the rest stay idle "
+                "because one engine owns one node",
+                "raise the parallel sizes to fill the node, or lower spec.gpu.perNode",
+                Severity.WARNING,
+            ))
+    return out
+
+
+def mode_roles(spec: GLMDeploymentSpec) -> list[Finding]:
+    """Roles must match the mode: ``prefill``/``decode`` when disaggregated, ``engine`` when aggregated."""
+    out = []
+    if spec.mode == "aggregated":
+        for name in ("prefill", "decode"):
+            if getattr(spec, name) is not None:
+                out.append(Finding(
+                    f"spec.{name}", "(set)",
+                    f"mode aggregated runs one engine role; {name} is a disaggregated-only role",
+                    f"move its settings to spec.engine and remove spec.{name}, or set mode: disaggregated",
+                ))
+        engine = spec.engine
+        if engine is not None and engine.hi_sparse is not None and engine.hi_sparse.enabled:
+            out.append(Finding(
+                "spec.engine.hiSparse", "enabled",
+                "HiSparse is a decode-role feature of prefill/decode disaggregation",
+                "remove hiSparse, or set mode: disaggregated and put it on spec.decode",
+            ))
+    else:
+        if spec.engine is not None:
+            out.append(Finding(
+                "spec.engine", "(set)", "engine is the single role of mode aggregated",
+                "use spec.prefill and spec.decode, or set mode: aggregated",
+            ))
+        if spec.kv_transfer.connector != "nixl":
+            out.append(Finding(
+                "spec.kvTransfer.connector", spec.kv_transfer.connector,
+                "disaggregated prefill/decode moves the KV cache with NIXL; without it decode cannot start "
+                "from the prefill's KV",
+                "set kvTransfer.connector: nixl (or mode: aggregated)",
+            ))
+    return out
+
+
+def hisparse_placement(spec: GLMDeploymentSpec) -> list[Finding]:
+    """HiSparse lives on decode only and is composed with NIXL; its offload excludes cpuOffloadPerRank."""
+    out = []
+    roles = spec.roles()
+    prefill = roles.get("prefill")
+    if prefill is not None and prefill.hi_sparse is not None and prefill.hi_sparse.enabled:
+        out.append(Finding(
+            "spec.prefill.hiSparse", "enabled", "HiSparse serves sparse-MLA decode; prefill has no use for it",
+            "remove spec.prefill.hiSparse (use cpuOffloadPerRank for prefix reuse)",
+        ))
+    decode = roles.get("decode")
+    if decode is not None and decode.hi_sparse is not None and decode.hi_sparse.enabled:
+        if spec.kv_transfer.connector != "nixl":
+            out.append(Finding(
+                "spec.decode.hiSparse", "enabled",
+                "in disaggregated mode HiSparse lands the prefill's KV through NIXL (a MultiConnector child "
+                "beside NixlConnector); without NIXL decode never receives it",
+                "set kvTransfer.connector: nixl",
+            ))
+        if decode.cpu_offload_per_rank is not None:
+            out.append(Finding(
+                "spec.decode.cpuOffloadPerRank", decode.cpu_offload_per_rank,
+                "with HiSparse the CPU offload beside it is hiSparse.offloadPerRank",
+                "remove cpuOffloadPerRank, or set hiSparse.enabled: false for plain CPU offload",
+            ))
+        if not MODELS[spec.model.profile].sparse_mla:
+            out.append(Finding(
+                "spec.decode.hiSparse", "enabled", f"HiSparse needs a sparse-MLA model; {spec.model.profile} is not",
+                "set hiSparse.enabled: false",
+            ))
+    return out
+
+
+def model_limits(spec: GLMDeploymentSpec) -> list[Finding]:
+    """Context, block size, MTP and sparse-MQA settings the model profile allows."""
+    out = []
+    profile = MODELS[spec.model.profile]
+    if spec.model.max_model_len is not None and spec.model.max_model_len > profile.max_context_tokens:
+        out.append(Finding(
+            "spec.model.maxModelLen", spec.model.max_model_len,
+            f"{profile.name} supports at most {profile.max_context_tokens:,} tokens of context",
+            f"use a value <= {profile.max_context_tokens}",
+        ))
+    if profile.sparse_mla and spec.kv_cache.block_size != profile.sparse_mla_block_size:
+        out.append(Finding(
+            "spec.kvCache.blockSize", spec.kv_cache.block_size,
+            f"the sparse-MLA kernels (FLASHMLA_SPARSE) of {profile.name} accept block size "
+            f"{profile.sparse_mla_block_size} only",
+            f"use blockSize: {profile.sparse_mla_block_size}",
+        ))
+    if spec.speculative.method == "mtp" and profile.mtp_layers == 0:
+        out.append(Finding(
+            "spec.speculative.method", "mtp", f"{profile.name} has no MTP layer", "set speculative.method: none",
+        ))
+    for name, role in _roles(spec):
+        if role.force_sparse_mqa and not profile.sparse_mla:
+            out.append(Finding(
+                f"spec.{name}.forceSparseMQA", True, f"{profile.name} has no sparse-MLA attention",
+                "set forceSparseMQA: false",
+            ))
+    return out
+
+
+def pd_consistency(spec: GLMDeploymentSpec) -> list[Finding]:
+    """P/D rules of vLLM's NIXL connector: DCP on a non-PCP engine must be 1 or TP.
+
+    (``VllmConfig.__post_init__`` asserts ``dcp in (1, tp)`` with a NixlConnector; PCP producers
+    are accepted from v0.29.0, #52779.) Block size, KV dtype, hash seed and speculative settings are
+    single spec-level values, so they cannot differ between roles by construction.
+    """
+    out: list[Finding] = []
+    if spec.mode != "disaggregated":
+        return out
+    for name, role in _roles(spec):
+        p = role.parallelism
+        if p.prefill_context == 1 and p.decode_context not in (1, p.tensor):
+            out.append(Finding(
+                f"spec.{name}.parallelism.decodeContext", p.decode_context,
+                f"NIXL P/D needs decodeContext 1 or equal to tensor ({p.tensor}) on an engine without PCP",
+                f"use decodeContext: 1 or {p.tensor}",
+            ))
+    return out
+
+
+def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
+    """``extraArgs`` and ``env`` must not override what the operator renders."""
+    out = []
+    for name, role in _roles(spec):
+        for i, arg in enumerate(role.extra_args):
+            flag = arg.split("=", 1)[0]
+            if flag in MANAGED_FLAGS:
+                out.append(Finding(
+                    f"spec.{name}.extraArgs[{i}]", arg, f"{flag} is rendered by the operator",
+                    f"remove it: {MANAGED_FLAGS[flag]}",
+                ))
+        for i, env in enumerate(role.env):
+            if env.name in MANAGED_ENV:
+                out.append(Finding(
+                    f"spec.{name}.env[{i}].name", env.name, f"{env.name} is set by the operator",
+                    f"remove it: {MANAGED_ENV[env.name]}",
+                ))
+    return out
+
+
+def port_plan(spec: GLMDeploymentSpec) -> list[Finding]:
+    """No two ports of one pod may be equal (serving, vLLM, NIXL side channel range, internal)."""
+    out = []
+    for name, role in _roles(spec):
+        plan = role_ports(spec, name, role)
+        for first, clash in collisions(plan):
+            culprit = clash if clash.field.startswith("spec.") else first
+            other = first if culprit is clash else clash
+            out.append(Finding(
+                culprit.field, culprit.port,
+                f"port {clash.port} of the {name} pod is used twice: {first.name or first.field} "
+                f"({first.container}) and {clash.name or clash.field} ({clash.container}); the NIXL side "
+                f"channel takes {len(plan.nixl)} ports from the base",
+                f"choose ports that do not overlap {other.field}",
+            ))
+    return out
+
+
+RULES: tuple[Rule, ...] = (
+    mode_roles,
+    parallel_layout,
+    hisparse_placement,
+    model_limits,
+    pd_consistency,
+    escape_hatches,
+    port_plan,
+)
+
+
+def check(spec: GLMDeploymentSpec) -> list[Finding]:
+    """Run every rule; return all findings (errors and warnings), errors first."""
+    findings = [finding for rule in RULES for finding in rule(spec)]
+    return sorted(findings, key=lambda f: f.severity != Severity.ERROR)
+
+
+def errors(findings: list[Finding]) -> list[Finding]:
+    """Only the findings that block rendering."""
+    return [f for f in findings if f.severity == Severity.ERROR]

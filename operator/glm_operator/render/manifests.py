@@ -1,0 +1,75 @@
+"""Render a whole GLMDeployment: rules first, then every child object, in a fixed order."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from glm_operator.api.findings import Finding, SpecInvalidError
+from glm_operator.api.load import GLMDeployment
+from glm_operator.api.spec import API_GROUP, API_VERSION, KIND
+from glm_operator.plan import rules
+from glm_operator.render.engine import render_role
+from glm_operator.render.engine_args import max_model_len
+from glm_operator.render.router import endpoint, render_router
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The result of rendering one GLMDeployment.
+
+    Attributes:
+        objects: child objects (dicts) in apply order: per role Service then StatefulSet, then the
+            router objects.
+        warnings: non-blocking findings of the rules.
+        endpoint: where clients send requests.
+        max_context_tokens: the ``--max-model-len`` rendered.
+    """
+
+    objects: list[dict[str, Any]]
+    warnings: list[Finding] = field(default_factory=list)
+    endpoint: str = ""
+    max_context_tokens: int = 0
+
+
+def owner_reference(deployment: GLMDeployment) -> dict[str, Any]:
+    """The controller owner reference children carry (garbage-collected with the CR)."""
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": KIND,
+        "name": deployment.name,
+        "uid": deployment.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def render(deployment: GLMDeployment) -> Rendered:
+    """Check the rules and render every child.
+
+    Owner references are added when the deployment has a ``uid`` (it came from the API server);
+    files rendered offline (``glmctl render``) get none.
+
+    Raises:
+        SpecInvalidError: when any rule reports an error; nothing is rendered then.
+    """
+    spec = deployment.spec
+    findings = rules.check(spec)
+    blocking = rules.errors(findings)
+    if blocking:
+        raise SpecInvalidError(blocking)
+    objects: list[dict[str, Any]] = []
+    for role_name, role in spec.roles().items():
+        objects += render_role(deployment.name, deployment.namespace, spec, role_name, role)
+    objects += render_router(deployment.name, deployment.namespace, spec)
+    objects = [copy.deepcopy(obj) for obj in objects]
+    if deployment.uid:
+        for obj in objects:
+            obj["metadata"]["ownerReferences"] = [owner_reference(deployment)]
+    return Rendered(
+        objects=objects,
+        warnings=[f for f in findings if f not in blocking],
+        endpoint=endpoint(deployment.name, deployment.namespace, spec),
+        max_context_tokens=max_model_len(spec),
+    )
