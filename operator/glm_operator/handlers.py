@@ -80,12 +80,16 @@ def _report(body: dict[str, Any], outcome: Outcome, logger: logging.Logger | log
         message = "; ".join(str(f) for f in outcome.invalid)
         logger.error("spec rejected, children unchanged: %s", message)
         if outcome.status_written:
-            kopf.event(kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="InvalidSpec", message=message[:1024])
+            kopf.event(
+                kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="InvalidSpec", message=message[:1024]
+            )
         return
     if outcome.applied or outcome.pruned:
         logger.info("applied %s; pruned %s", outcome.applied or "nothing", outcome.pruned or "nothing")
     if outcome.error:
-        kopf.event(kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="ApplyFailed", message=outcome.error[:1024])
+        kopf.event(
+            kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="ApplyFailed", message=outcome.error[:1024]
+        )
 
 
 async def run_reconcile(body: dict[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> Outcome | None:

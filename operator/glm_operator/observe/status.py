@@ -21,6 +21,7 @@ DEGRADED = "Degraded"
 def condition(
     previous: Iterable[dict[str, Any]],
     ctype: str,
+    *,
     status: bool,
     reason: str,
     message: str,
@@ -72,20 +73,31 @@ def healthy_status(
     ready = not not_ready and apply_error is None
     summary = ", ".join(f"{role} {c['readyReplicas']}/{c['replicas']}" for role, c in counts.items())
     if ready:
-        ready_cond = condition(conditions, READY, True, "AllReplicasReady", f"ready: {summary}", generation, now)
+        ready_cond = condition(
+            conditions, READY, status=True, reason="AllReplicasReady", message=f"ready: {summary}",
+            generation=generation, now=now,
+        )
     else:
-        ready_cond = condition(conditions, READY, False, "ReplicasNotReady", f"waiting for {', '.join(not_ready)}"
-                               if not_ready else summary, generation, now)
+        ready_cond = condition(
+            conditions, READY, status=False, reason="ReplicasNotReady",
+            message=f"waiting for {', '.join(not_ready)}" if not_ready else summary,
+            generation=generation, now=now,
+        )
     progressing = condition(
-        conditions, PROGRESSING, not ready and apply_error is None,
-        "Complete" if ready else ("Blocked" if apply_error else "RollingOut"),
-        f"ready: {summary}", generation, now,
+        conditions, PROGRESSING, status=not ready and apply_error is None,
+        reason="Complete" if ready else ("Blocked" if apply_error else "RollingOut"),
+        message=f"ready: {summary}", generation=generation, now=now,
     )
     warning_text = "; ".join(str(w) for w in warnings)
     if apply_error is not None:
-        degraded = condition(conditions, DEGRADED, True, "ApplyFailed", apply_error, generation, now)
+        degraded = condition(
+            conditions, DEGRADED, status=True, reason="ApplyFailed", message=apply_error, generation=generation, now=now
+        )
     else:
-        degraded = condition(conditions, DEGRADED, False, "AsExpected", warning_text, generation, now)
+        degraded = condition(
+            conditions, DEGRADED, status=False, reason="AsExpected", message=warning_text,
+            generation=generation, now=now,
+        )
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "conditions": [ready_cond, progressing, degraded],
@@ -106,10 +118,11 @@ def invalid_status(*, previous: dict[str, Any], generation: int, findings: list[
     message = "; ".join(str(f) for f in findings)
     status = {k: v for k, v in previous.items() if k not in {"conditions", "observedGeneration"}}
     status["observedGeneration"] = generation
+    common = {"reason": "InvalidSpec", "generation": generation, "now": now}
     status["conditions"] = [
-        condition(conditions, READY, False, "InvalidSpec", message, generation, now),
-        condition(conditions, PROGRESSING, False, "InvalidSpec", "spec rejected; children unchanged", generation, now),
-        condition(conditions, DEGRADED, True, "InvalidSpec", message, generation, now),
+        condition(conditions, READY, status=False, message=message, **common),
+        condition(conditions, PROGRESSING, status=False, message="spec rejected; children unchanged", **common),
+        condition(conditions, DEGRADED, status=True, message=message, **common),
     ]
     return status
 

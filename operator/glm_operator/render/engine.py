@@ -86,7 +86,8 @@ def _volumes(spec: GLMDeploymentSpec, role: RoleSpec) -> tuple[list[dict[str, An
     ]
     source = spec.model.source
     if source.pvc is not None:
-        volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": source.pvc.claim_name, "readOnly": True}})
+        pvc_ref = {"claimName": source.pvc.claim_name, "readOnly": True}
+        volumes.append({"name": "weights", "persistentVolumeClaim": pvc_ref})
         mount: dict[str, Any] = {"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True}
         if source.pvc.sub_path:
             mount["subPath"] = source.pvc.sub_path

@@ -108,7 +108,8 @@ def envoy_config() -> dict[str, Any]:
         },
     }
     manager = {
-        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "@type": "type.googleapis.com/envoy.extensions.filters.network."
+        "http_connection_manager.v3.HttpConnectionManager",
         "stat_prefix": "http",
         "route_config": {
             "name": "local_route",
@@ -205,7 +206,11 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
 
     rules: list[dict[str, Any]] = [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [versions.INFERENCE_POOL_GROUP], "resources": ["inferencepools"], "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": [versions.INFERENCE_POOL_GROUP],
+            "resources": ["inferencepools"],
+            "verbs": ["get", "list", "watch"],
+        },
         {
             "apiGroups": ["llm-d.ai", "inference.networking.x-k8s.io"],
             "resources": ["inferenceobjectives", "inferencemodelrewrites"],
