@@ -118,11 +118,14 @@ def invalid_status(*, previous: dict[str, Any], generation: int, findings: list[
     message = "; ".join(str(f) for f in findings)
     status = {k: v for k, v in previous.items() if k not in {"conditions", "observedGeneration"}}
     status["observedGeneration"] = generation
-    common = {"reason": "InvalidSpec", "generation": generation, "now": now}
+    reason = "InvalidSpec"
     status["conditions"] = [
-        condition(conditions, READY, status=False, message=message, **common),
-        condition(conditions, PROGRESSING, status=False, message="spec rejected; children unchanged", **common),
-        condition(conditions, DEGRADED, status=True, message=message, **common),
+        condition(conditions, READY, status=False, reason=reason, message=message, generation=generation, now=now),
+        condition(
+            conditions, PROGRESSING, status=False, reason=reason, message="spec rejected; children unchanged",
+            generation=generation, now=now,
+        ),
+        condition(conditions, DEGRADED, status=True, reason=reason, message=message, generation=generation, now=now),
     ]
     return status
 

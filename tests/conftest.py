@@ -1,0 +1,42 @@
+"""Shared fixtures. KUBECONFIG is pointed at a private temp file before anything imports the
+Kubernetes client (it reads the default location at import time)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+os.environ["KUBECONFIG"] = str(Path(tempfile.mkdtemp(prefix="glm-kcfg-")) / "config")
+os.environ.setdefault("KUBECACHEDIR", tempfile.mkdtemp(prefix="glm-kcache-"))
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+VALID_EXAMPLES = sorted(EXAMPLES.glob("*.yaml"))
+INVALID_EXAMPLES = sorted((EXAMPLES / "invalid").glob("*.yaml"))
+
+
+def load_cr(path: Path) -> dict[str, Any]:
+    """The single GLMDeployment document of an example file."""
+    doc: dict[str, Any] = yaml.safe_load(path.read_text())
+    return doc
+
+
+def expectations(path: Path) -> dict[str, str]:
+    """``# expected-field:`` / ``# expected-message:`` header comments of an invalid example."""
+    found = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("# expected-"):
+            key, _, value = line[2:].partition(":")
+            found[key.strip()] = value.strip()
+    return found
+
+
+@pytest.fixture
+def seed_cr() -> dict[str, Any]:
+    """Seed system A as a CR dict."""
+    return load_cr(EXAMPLES / "glm-5.3-pd.yaml")
