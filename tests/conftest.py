@@ -13,6 +13,10 @@ import yaml
 
 os.environ["KUBECONFIG"] = str(Path(tempfile.mkdtemp(prefix="glm-kcfg-")) / "config")
 os.environ.setdefault("KUBECACHEDIR", tempfile.mkdtemp(prefix="glm-kcache-"))
+# Operator knobs for fast, deterministic end-to-end tests (read when glm_operator.handlers is imported).
+os.environ["GLM_RESYNC_SECONDS"] = "1"
+os.environ["GLM_RETRY_DELAY_SECONDS"] = "0.5"
+os.environ["GLM_KOPF_SCANNING"] = "off"
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -63,9 +63,33 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    STATE.api = make_api_client()
+    # Scanning watches CRDs/namespaces for new resources; off for the local emulator and tests.
+    settings.scanning.disabled = os.environ.get("GLM_KOPF_SCANNING", "on") == "off"
+    STATE.api = make_api_client()  # kopf runs startup handlers before it logs in
     STATE.locks.clear()
     STATE.pending.clear()
+
+
+@kopf.on.login(id="login")
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """Log kopf in with the same configuration as our API client (in-cluster or ``$KUBECONFIG`` read
+    now, not at import time), so kopf's watches and our writes always reach the same server."""
+    api = _api()
+    cfg = api.configuration
+    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    scheme, _, token_value = (token or "").partition(" ") if " " in (token or "") else ("Bearer", "", token or "")
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        username=cfg.username or None,
+        password=cfg.password or None,
+        scheme=scheme or None,
+        token=token_value or None,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        default_namespace=None,
+    )
 
 
 def _api() -> client.ApiClient:
