@@ -76,8 +76,11 @@ def login(**_: Any) -> kopf.ConnectionInfo:
     now, not at import time), so kopf's watches and our writes always reach the same server."""
     api = _api()
     cfg = api.configuration
-    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
-    scheme, _, token_value = (token or "").partition(" ") if " " in (token or "") else ("Bearer", "", token or "")
+    if cfg.refresh_api_key_hook is not None:  # in-cluster: re-read the rotated service-account token
+        cfg.refresh_api_key_hook(cfg)
+    keys = cfg.api_key or {}
+    token = str(keys.get("authorization") or keys.get("BearerToken") or "")
+    scheme, token_value = token.split(" ", 1) if " " in token else ("Bearer", token)
     return kopf.ConnectionInfo(
         server=cfg.host,
         ca_path=cfg.ssl_ca_cert,

@@ -14,7 +14,7 @@ import kopf
 import pytest
 from kubernetes import client
 
-import glm_operator.handlers as handlers
+from glm_operator import handlers
 from glm_operator.api.crd import build_crd
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
 from glm_operator.cluster.kinds import CHILD_KINDS

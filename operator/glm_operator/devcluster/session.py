@@ -73,7 +73,7 @@ async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServ
     import kopf  # noqa: PLC0415
     from kubernetes import client  # noqa: PLC0415
 
-    import glm_operator.handlers as handlers  # noqa: PLC0415
+    from glm_operator import handlers  # noqa: PLC0415
     from glm_operator.cluster.reconcile import read_deployment  # noqa: PLC0415
 
     doc = yaml.safe_load(example.read_text())
@@ -87,7 +87,8 @@ async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServ
     name = doc["metadata"]["name"]
 
     api = handlers.make_api_client()
-    await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, build_crd())
+    crd: Any = build_crd()  # the client accepts a plain dict body
+    await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, crd)
 
     stop = asyncio.Event()
     ready = asyncio.Event()
