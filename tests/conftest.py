@@ -44,3 +44,16 @@ def expectations(path: Path) -> dict[str, str]:
 def seed_cr() -> dict[str, Any]:
     """Seed system A as a CR dict."""
     return load_cr(EXAMPLES / "glm-5.3-pd.yaml")
+
+
+@pytest.fixture
+def kmock_options() -> dict[str, Any]:
+    """Make kmock's ``kmock`` fixture serve our extended emulator.
+
+    kmock 0.8 resolves its ``kmock_cls`` ini option with ``__import__`` of the module path, which
+    returns the top package, so a class in a sub-module cannot be named there; this fixture passes
+    the class directly.
+    """
+    from glm_operator.devcluster.emulator import Emulator  # noqa: PLC0415  (emulator extra)
+
+    return {"cls": Emulator}
