@@ -1,9 +1,13 @@
 """The kopf shell: thin handlers with explicit ids around :func:`glm_operator.cluster.reconcile.reconcile`.
 
 - ``resume``/``create``/``update`` reconcile the CR that changed;
-- ``resync`` (a timer) re-reconciles every CR periodically (zero writes when nothing changed);
+- ``track`` (an event handler) keeps the set of known CRs; a background task started at start-up
+  re-reconciles each of them every :data:`RESYNC_SECONDS` (zero writes when nothing changed). A
+  kopf timer would do the same but puts a finalizer on every CR, so deleting a CR would hang
+  whenever the operator is not running;
 - ``child-<plural>`` event handlers watch the children the operator labels and re-reconcile the
-  owner when one is changed or deleted by hand, or when a workload's readiness changes.
+  owner when one is changed or deleted by hand, or when a workload's readiness changes; events
+  that only echo the operator's own writes (same ``resourceVersion``) are ignored.
 
 kopf's own bookkeeping lives in ``serving.glm.dev/*`` annotations, not in ``status`` (the CRD's
 structural status schema would prune ``status.kopf``). Reconciles of one CR are serialised and
@@ -13,6 +17,7 @@ coalesced: an event that arrives while one runs schedules exactly one more.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -39,6 +44,11 @@ class _State:
     api: client.ApiClient | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
+    #: uid → (namespace, name) of every GLMDeployment the watch has shown.
+    known: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: (apiVersion, kind, namespace, name) → resourceVersion the last reconcile left.
+    seen_versions: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    resync_task: asyncio.Task[None] | None = None
 
 
 STATE = _State()
@@ -53,8 +63,9 @@ def make_api_client() -> client.ApiClient:
 
 
 @kopf.on.startup(id="configure")
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """Keep kopf state in our annotations, post only warnings as Events, build the API client."""
+async def configure(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+    """Keep kopf state in our annotations, post only warnings as Events, build the API client,
+    start the periodic resync."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=API_GROUP, key="last-handled-configuration"
@@ -68,6 +79,31 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     STATE.api = make_api_client()  # kopf runs startup handlers before it logs in
     STATE.locks.clear()
     STATE.pending.clear()
+    STATE.known.clear()
+    STATE.seen_versions.clear()
+    STATE.resync_task = asyncio.create_task(_resync_forever(logger), name="glm-resync")
+
+
+@kopf.on.cleanup(id="stop-resync")
+async def stop_resync(**_: Any) -> None:
+    """Stop the periodic resync with the operator."""
+    task, STATE.resync_task = STATE.resync_task, None
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _resync_forever(logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+    while True:
+        await asyncio.sleep(RESYNC_SECONDS)
+        for namespace, name in list(STATE.known.values()):
+            try:
+                body = await asyncio.to_thread(read_deployment, _api(), namespace, name)
+                if body is not None and not body["metadata"].get("deletionTimestamp"):
+                    await run_reconcile(body, logger)
+            except Exception:  # one failing CR must not stop the resync of the others
+                logger.exception("resync of %s/%s failed", namespace, name)
 
 
 @kopf.on.login(id="login")
@@ -119,16 +155,22 @@ def _report(body: dict[str, Any], outcome: Outcome, logger: logging.Logger | log
         )
 
 
+def _record(outcome: Outcome) -> None:
+    STATE.seen_versions.update(outcome.seen_versions)
+
+
 async def run_reconcile(body: dict[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> Outcome | None:
     """Reconcile one CR, serialised per CR. Returns ``None`` when another run was already in
     progress (that run re-reconciles once more when it finishes)."""
     uid = body["metadata"]["uid"]
+    STATE.known[uid] = (body["metadata"]["namespace"], body["metadata"]["name"])
     lock = STATE.locks.setdefault(uid, asyncio.Lock())
     if lock.locked():
         STATE.pending.add(uid)
         return None
     async with lock:
         outcome = await asyncio.to_thread(reconcile, _api(), body)
+        _record(outcome)
         _report(body, outcome, logger)
         while uid in STATE.pending:
             STATE.pending.discard(uid)
@@ -138,6 +180,7 @@ async def run_reconcile(body: dict[str, Any], logger: logging.Logger | logging.L
                 break
             body = fresh
             outcome = await asyncio.to_thread(reconcile, _api(), body)
+            _record(outcome)
             _report(body, outcome, logger)
     return outcome
 
@@ -157,14 +200,22 @@ async def reconcile_handler(body: kopf.Body, logger: kopf.Logger, **_: Any) -> N
         raise kopf.TemporaryError(outcome.error, delay=RETRY_DELAY_SECONDS)
 
 
-@kopf.timer(API_GROUP, API_VERSION, PLURAL, id="resync", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
-async def resync(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """Periodic full reconcile: restores drift that no event reported and refreshes status."""
-    await run_reconcile(plain(body), logger)
+@kopf.on.event(API_GROUP, API_VERSION, PLURAL, id="track")
+def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_: Any) -> None:
+    """Remember which GLMDeployments exist, for the periodic resync."""
+    if event.get("type") == "DELETED":
+        STATE.known.pop(uid, None)
+        STATE.locks.pop(uid, None)
+    elif namespace is not None:
+        STATE.known[uid] = (namespace, name)
 
 
 async def child_event(body: kopf.Body, event: kopf.RawEvent, logger: kopf.Logger, **_: Any) -> None:
     """A managed child changed or vanished: reconcile its owning GLMDeployment."""
+    key = (body.get("apiVersion", ""), body.get("kind", ""), body.metadata.namespace or "", body.metadata.name or "")
+    if event.get("type") != "DELETED" and STATE.seen_versions.get(key) == body.metadata.get("resourceVersion"):
+        return  # the echo of our own apply, or an object the last reconcile already checked
+    STATE.seen_versions.pop(key, None)
     owner = next(
         (ref for ref in body.metadata.get("ownerReferences") or []
          if ref.get("kind") == KIND and ref.get("apiVersion") == f"{API_GROUP}/{API_VERSION}"),

@@ -59,6 +59,8 @@ async def test_create_applies_every_child_with_an_owner_reference(cluster: Clust
     assert _condition(cr, "Ready")["status"] == "False"
     assert _condition(cr, "Progressing")["reason"] == "RollingOut"
     assert "kopf" not in status, "kopf bookkeeping must live in annotations"
+    # no finalizer: deleting a CR never waits for the operator (children go by garbage collection)
+    assert not cr["metadata"].get("finalizers")
 
 
 async def test_ready_when_workloads_report_ready(cluster: Cluster) -> None:

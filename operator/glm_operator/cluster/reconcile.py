@@ -45,6 +45,9 @@ class Outcome:
         pruned: ``Kind/name`` of children that were deleted.
         invalid: the error findings when the spec was refused (children untouched).
         error: a transient API failure message (the caller retries), else ``None``.
+        seen_versions: ``resourceVersion`` of every child as this reconcile left it, keyed by
+            ``(apiVersion, kind, namespace, name)``; watch events carrying these versions are the
+            echo of our own writes (or of objects already checked) and need no reconcile.
     """
 
     status: dict[str, Any]
@@ -53,6 +56,7 @@ class Outcome:
     pruned: list[str] = field(default_factory=list)
     invalid: list[Finding] = field(default_factory=list)
     error: str | None = None
+    seen_versions: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
 
 
 def plain(value: Any) -> Any:
@@ -194,5 +198,9 @@ def reconcile(api: client.ApiClient, body: dict[str, Any]) -> Outcome:
         apply_error=outcome.error,
     )
     outcome.status = new_status
+    outcome.seen_versions = {
+        (api_version, kind, deployment.namespace, name): str(obj["metadata"].get("resourceVersion", ""))
+        for (api_version, kind, name), obj in live.items()
+    }
     outcome.status_written = write_status(api, body, new_status)
     return outcome
