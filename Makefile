@@ -35,7 +35,7 @@ unit: $(STAMP) ## Run the test suite only
 	$(BIN)/pytest -q
 
 lint: $(STAMP) ## ruff + mypy (strict on the pure layers api/plan/render)
-	$(BIN)/ruff check operator tests
+	$(BIN)/ruff check operator tests benchmarks
 	$(BIN)/mypy
 
 crds: $(STAMP) ## Regenerate crds/glmdeployment.yaml from the pydantic models

@@ -21,16 +21,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import kopf
 import yaml
+from kubernetes import client
 
-os.environ.setdefault("GLM_KOPF_SCANNING", "off")
-
-from kubernetes import client  # noqa: E402
-
-from glm_operator.api.crd import build_crd  # noqa: E402
-from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL  # noqa: E402
-from glm_operator.cluster.reconcile import read_deployment, reconcile  # noqa: E402
-from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig  # noqa: E402
+from glm_operator import handlers
+from glm_operator.api.crd import build_crd
+from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
+from glm_operator.cluster.reconcile import read_deployment, reconcile
+from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
@@ -61,10 +60,8 @@ async def _quiet(server: EmulatorServer, seconds: float = 0.5) -> None:
 
 
 async def main() -> int:
-    import kopf
-
-    import glm_operator.handlers as handlers
-
+    """Run the benchmark and print its table; returns the exit code."""
+    os.environ.setdefault("GLM_KOPF_SCANNING", "off")
     with EmulatorServer() as server:
         kubeconfig = Path(tempfile.mkdtemp(prefix="glm-bench-")) / "kubeconfig"
         write_kubeconfig(kubeconfig, server.url)
@@ -114,9 +111,9 @@ async def main() -> int:
               f"(min {min(latencies):.0f}, max {max(latencies):.0f}, n={RUNS})")
         print(f"operator, all requests for one new CR until idle: {_summary(totals[-1])}")
         if os.environ.get("BENCH_TRACE"):
-            t0 = totals[-1][0].t
+            t0 = totals[-1][0].received
             for r in totals[-1]:
-                print(f"  {(r.t - t0) * 1000:7.1f} ms {r.method:6} {r.path}?{r.query[:40]} {r.content_type or ''}")
+                print(f"  {(r.received - t0) * 1000:7.1f} ms {r.method:6} {r.path}?{r.query[:40]} {r.content_type or ''}")
         stop.set()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -37,13 +37,18 @@ RESYNC_SECONDS = float(os.environ.get("GLM_RESYNC_SECONDS", "300"))
 RETRY_DELAY_SECONDS = float(os.environ.get("GLM_RETRY_DELAY_SECONDS", "15"))
 
 
+#: A child watch event: ((apiVersion, kind, namespace, name), resourceVersion or None when deleted).
+Trigger = tuple[tuple[str, str, str, str], str | None]
+
+
 @dataclass
 class _State:
     """Per-process state, rebuilt by the startup handler (one API client, per-CR locks)."""
 
     api: client.ApiClient | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)
+    #: uid → requests that arrived while a reconcile of that CR was running.
+    pending: dict[str, list[Trigger | None]] = field(default_factory=dict)
     #: uid → (namespace, name) of every GLMDeployment the watch has shown.
     known: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: (apiVersion, kind, namespace, name) → resourceVersion the last reconcile left.
@@ -159,21 +164,28 @@ def _record(outcome: Outcome) -> None:
     STATE.seen_versions.update(outcome.seen_versions)
 
 
-async def run_reconcile(body: dict[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> Outcome | None:
-    """Reconcile one CR, serialised per CR. Returns ``None`` when another run was already in
-    progress (that run re-reconciles once more when it finishes)."""
+async def run_reconcile(
+    body: dict[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    trigger: Trigger | None = None,
+) -> Outcome | None:
+    """Reconcile one CR, serialised per CR.
+
+    When a reconcile of the same CR is already running, the request is queued and ``None`` is
+    returned; the running one then reconciles once more, unless every queued ``trigger`` (a child
+    watch event) turns out to be the echo of its own writes.
+    """
     uid = body["metadata"]["uid"]
     STATE.known[uid] = (body["metadata"]["namespace"], body["metadata"]["name"])
     lock = STATE.locks.setdefault(uid, asyncio.Lock())
     if lock.locked():
-        STATE.pending.add(uid)
+        STATE.pending.setdefault(uid, []).append(trigger)
         return None
     async with lock:
         outcome = await asyncio.to_thread(reconcile, _api(), body)
         _record(outcome)
         _report(body, outcome, logger)
-        while uid in STATE.pending:
-            STATE.pending.discard(uid)
+        while _needs_rerun(STATE.pending.pop(uid, [])):
             meta = body["metadata"]
             fresh = await asyncio.to_thread(read_deployment, _api(), meta["namespace"], meta["name"])
             if fresh is None:
@@ -183,6 +195,12 @@ async def run_reconcile(body: dict[str, Any], logger: logging.Logger | logging.L
             _record(outcome)
             _report(body, outcome, logger)
     return outcome
+
+
+def _needs_rerun(triggers: list[Trigger | None]) -> bool:
+    """Whether queued requests need another reconcile: any non-event request, or any child event
+    whose resourceVersion is not the one the last reconcile left."""
+    return any(t is None or STATE.seen_versions.get(t[0]) != t[1] for t in triggers)
 
 
 @kopf.on.resume(API_GROUP, API_VERSION, PLURAL, id="resume")
@@ -213,9 +231,9 @@ def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_:
 async def child_event(body: kopf.Body, event: kopf.RawEvent, logger: kopf.Logger, **_: Any) -> None:
     """A managed child changed or vanished: reconcile its owning GLMDeployment."""
     key = (body.get("apiVersion", ""), body.get("kind", ""), body.metadata.namespace or "", body.metadata.name or "")
-    if event.get("type") != "DELETED" and STATE.seen_versions.get(key) == body.metadata.get("resourceVersion"):
+    version = None if event.get("type") == "DELETED" else body.metadata.get("resourceVersion")
+    if version is not None and STATE.seen_versions.get(key) == version:
         return  # the echo of our own apply, or an object the last reconcile already checked
-    STATE.seen_versions.pop(key, None)
     owner = next(
         (ref for ref in body.metadata.get("ownerReferences") or []
          if ref.get("kind") == KIND and ref.get("apiVersion") == f"{API_GROUP}/{API_VERSION}"),
@@ -223,12 +241,17 @@ async def child_event(body: kopf.Body, event: kopf.RawEvent, logger: kopf.Logger
     )
     if owner is None or body.metadata.namespace is None:
         return
+    lock = STATE.locks.get(owner.get("uid", ""))
+    if lock is not None and lock.locked():
+        # decided after the running reconcile: most such events are the echo of its own writes
+        STATE.pending.setdefault(owner["uid"], []).append((key, version))
+        return
     fresh = await asyncio.to_thread(read_deployment, _api(), body.metadata.namespace, owner["name"])
     if fresh is None or fresh["metadata"].get("uid") != owner.get("uid"):
         return  # the owner is gone; the garbage collector removes the child
     if fresh["metadata"].get("deletionTimestamp"):
         return
-    await run_reconcile(fresh, logger)
+    await run_reconcile(fresh, logger, (key, version))
 
 
 for _kind in CHILD_KINDS:

@@ -45,6 +45,7 @@ import pathlib
 import signal
 import sys
 import threading
+import time
 import types
 import warnings
 from collections.abc import AsyncIterator
@@ -69,7 +70,8 @@ class RequestRecord:
     """One HTTP request the emulator answered, in arrival order (see :attr:`Emulator.request_log`).
 
     ``content_type`` is the media type without parameters; ``status`` is 0 while the request is
-    still being served (an open WATCH has 200 once its stream has started).
+    still being served (an open WATCH has 200 once its stream has started); ``received`` is
+    ``time.monotonic()`` at arrival (seconds).
     """
 
     method: str
@@ -77,6 +79,7 @@ class RequestRecord:
     query: str
     content_type: str | None
     status: int
+    received: float = dataclasses.field(default_factory=time.monotonic)
 
 
 @attrs.define
