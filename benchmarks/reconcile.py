@@ -113,7 +113,8 @@ async def main() -> int:
         if os.environ.get("BENCH_TRACE"):
             t0 = totals[-1][0].received
             for r in totals[-1]:
-                print(f"  {(r.received - t0) * 1000:7.1f} ms {r.method:6} {r.path}?{r.query[:40]} {r.content_type or ''}")
+                offset = (r.received - t0) * 1000
+                print(f"  {offset:7.1f} ms {r.method:6} {r.path}?{r.query[:40]} {r.content_type or ''}")
         stop.set()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from glm_operator import __version__, versions
 from glm_operator.api.crd import build_crd
@@ -35,6 +35,21 @@ class InputError(Exception):
     """A file that cannot be read or is not YAML; the message says which and why."""
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate mapping keys (kubectl refuses them too)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_documents(path: Path) -> list[dict[str, Any]]:
     """Read every YAML document of ``path`` (``-`` = stdin) that is a GLMDeployment.
 
@@ -45,8 +60,10 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); a GLMDeployment is a YAML file") from exc
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML: {exc}") from exc
     if not all(isinstance(d, dict) for d in docs):
@@ -68,19 +85,20 @@ def render_documents(path: Path) -> list[Rendered]:
 
 def print_findings(findings: list[Finding], source: str) -> None:
     """Findings on stderr, one block each: severity, field = value, the problem, the fix."""
-    err.print(f"{source}: {len(findings)} problem(s)", highlight=False)
+    err.print(escape(f"{source}: {len(findings)} problem(s)"))
     for f in findings:
         style = "red" if f.severity == Severity.ERROR else "yellow"
-        err.print(f"[{style}]{f.severity}[/] [bold]{f.field}[/] = {f.value!r}", highlight=False)
-        err.print(f"    {f.message}", highlight=False, soft_wrap=True)
-        err.print(f"    fix: {f.fix}", highlight=False, soft_wrap=True)
+        value = "(missing)" if f.value is None else repr(f.value)
+        err.print(f"[{style}]{f.severity}[/] [bold]{escape(f.field)}[/] = {escape(value)}")
+        err.print(f"    {escape(f.message)}")
+        err.print(f"    fix: {escape(f.fix)}")
 
 
 def _fail(exc: Exception, path: Path) -> typer.Exit:
     if isinstance(exc, SpecInvalidError):
         print_findings(exc.findings, str(path))
     else:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
     return typer.Exit(code=1)
 
 
@@ -91,7 +109,7 @@ def render_cmd(
 ) -> None:
     """Print every manifest the operator would apply (no cluster needed; for GitOps)."""
     if output not in {"yaml", "json"}:
-        err.print(f"[red]error:[/] --output must be yaml or json, not {output!r}")
+        err.print(f"[red]error:[/] --output must be yaml or json, not {escape(repr(output))}")
         raise typer.Exit(code=2)
     try:
         results = render_documents(file)
@@ -126,12 +144,9 @@ def crd_cmd() -> None:
 @app.command("version")
 def version_cmd() -> None:
     """Print the operator version and the pinned vLLM / llm-d version tuple."""
-    table = Table(title=f"glm-operator {__version__}")
-    table.add_column("component")
-    table.add_column("pinned")
+    typer.echo(f"glm-operator {__version__}")
     for component, value in versions.version_table():
-        table.add_row(component, value)
-    Console().print(table)
+        typer.echo(f"  {component}: {value}")
 
 
 @app.command("run")

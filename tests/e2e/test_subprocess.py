@@ -123,6 +123,29 @@ def test_make_run_once_prints_the_reconciled_seed_deployment() -> None:
     assert "kubectl --server http://127.0.0.1:" in out
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_dev_session_stops_on_ctrl_c_and_sigterm(signum: signal.Signals) -> None:
+    session = subprocess.Popen(
+        [str(BIN / "glmctl"), "dev", "--example", str(EXAMPLES / "glm-5.3-pd.yaml")],
+        env=_env(None), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert session.stdout is not None
+        for line in session.stdout:
+            if "Ctrl-C to stop" in line:
+                break
+        else:
+            pytest.fail("the session ended before it was ready")
+        session.send_signal(signum)
+        output, _ = session.communicate(timeout=20)
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.communicate()
+    assert session.returncode == 0, output[-2000:]
+    assert "stopped" in output
+
+
 def test_dev_session_fails_with_a_reason_for_an_invalid_example(tmp_path: Path) -> None:
     bad = EXAMPLES / "invalid" / "pcp-with-dp.yaml"
     result = subprocess.run(

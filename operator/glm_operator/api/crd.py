@@ -80,6 +80,9 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str,
             out[key] = copy.deepcopy(value)
     if "enum" in out and "type" not in out:
         out["type"] = _json_type(out["enum"][0])
+    if out.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)  # int-or-string nodes carry no type; pattern applies to the string form
+        return out
     if "type" not in out:
         raise ValueError(f"{path or '<root>'}: schema node has no type: {node}")
     if out["type"] == "object" and "properties" in out:

@@ -20,6 +20,14 @@ from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, GLMDeploymentSpe
 #: DNS-1035 labels and the llm-d charts truncate release names to 40 characters.
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME_LENGTH = 40
+#: DNS-1123 label, at most 63 characters (Kubernetes namespace names).
+NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: ``ObjectMeta`` fields (k8s.io/apimachinery ``metav1.ObjectMeta``); anything else is a typo.
+OBJECT_META_FIELDS = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+    "ownerReferences", "finalizers", "managedFields",
+})
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,19 @@ def parse(resource: dict[str, Any]) -> GLMDeployment:
     if resource.get("kind") != KIND:
         findings.append(Finding("kind", resource.get("kind"), "not a GLMDeployment", f"use kind: {KIND}"))
     metadata = resource.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        metadata = {}
+        findings.append(Finding("metadata", resource.get("metadata"), "must be a mapping", "add metadata.name"))
+    for key in sorted(set(metadata) - OBJECT_META_FIELDS):
+        close = difflib.get_close_matches(key, OBJECT_META_FIELDS, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        findings.append(Finding(f"metadata.{key}", metadata[key], "unknown field", f"{hint}remove it"))
+    namespace = metadata.get("namespace")
+    if namespace is not None and not (isinstance(namespace, str) and NAMESPACE_PATTERN.match(namespace)):
+        findings.append(Finding(
+            "metadata.namespace", namespace, "not a valid namespace name",
+            "use a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters",
+        ))
     name = str(metadata.get("name") or "")
     if not NAME_PATTERN.match(name) or len(name) > MAX_NAME_LENGTH:
         findings.append(
@@ -92,11 +113,11 @@ def findings_from_validation_error(exc: ValidationError, model: type[BaseModel],
     findings = []
     for error in exc.errors(include_url=False):
         loc = [str(part) for part in error["loc"]]
-        path = ".".join([prefix, *loc]) if loc else prefix
+        path = prefix + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
         findings.append(
             Finding(
                 field=path,
-                value=error.get("input"),
+                value=None if error["type"] == "missing" else error.get("input"),
                 message=_message(error),
                 fix=_fix(error, model, loc),
             )
@@ -111,7 +132,7 @@ def _message(error: Any) -> str:
         return "required field is missing"
     if error["type"] == "string_pattern_mismatch" and "Ki|Mi|Gi" in str((error.get("ctx") or {}).get("pattern")):
         return "not a Kubernetes memory quantity"
-    return str(error["msg"])
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def _fix(error: Any, model: type[BaseModel], loc: list[str]) -> str:

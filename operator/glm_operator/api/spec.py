@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
 from glm_operator.api.quantity import CPU_QUANTITY_PATTERN, MEMORY_QUANTITY_PATTERN
@@ -30,8 +30,23 @@ PLURAL = "glmdeployments"
 SINGULAR = "glmdeployment"
 SHORT_NAMES = ["glmd"]
 
-MemoryQuantity = Annotated[str, StringConstraints(pattern=MEMORY_QUANTITY_PATTERN)]
-CpuQuantity = Annotated[str, StringConstraints(pattern=CPU_QUANTITY_PATTERN)]
+def _int_to_str(value: Any) -> Any:
+    """Kubernetes quantities are int-or-string: ``cpu: 32`` means ``"32"``."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+MemoryQuantity = Annotated[
+    str,
+    BeforeValidator(_int_to_str),
+    StringConstraints(pattern=MEMORY_QUANTITY_PATTERN),
+    Field(json_schema_extra={"x-kubernetes-int-or-string": True, "pattern": MEMORY_QUANTITY_PATTERN}),
+]
+CpuQuantity = Annotated[
+    str,
+    BeforeValidator(_int_to_str),
+    StringConstraints(pattern=CPU_QUANTITY_PATTERN),
+    Field(json_schema_extra={"x-kubernetes-int-or-string": True, "pattern": CPU_QUANTITY_PATTERN}),
+]
 #: DNS-1123 subdomain (object names such as Secrets, PVCs, Gateways).
 DnsName = Annotated[
     str,
@@ -46,7 +61,8 @@ def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
 
 
 class _Model(BaseModel):
-    """Base: camelCase aliases, unknown fields forbidden (typos are errors, not silently ignored)."""
+    """Base: camelCase aliases, unknown fields forbidden (typos are errors, not silently ignored),
+    strict types (``replicas: "1"`` or ``true`` is an error, as the API server would say)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -54,6 +70,7 @@ class _Model(BaseModel):
         extra="forbid",
         frozen=True,
         validate_default=True,
+        strict=True,
     )
 
 
@@ -225,10 +242,24 @@ class HiSparseSpec(_Model):
 
 
 class EnvVar(_Model):
-    """A literal environment variable."""
+    """An environment variable: a literal ``value`` or a Kubernetes ``valueFrom`` (secretKeyRef,
+    configMapKeyRef, fieldRef, resourceFieldRef), exactly one of them."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(("has(self.value) != has(self.valueFrom)", "set exactly one of value or valueFrom"))
+    )
 
     name: str = Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-    value: str = ""
+    value: str | None = None
+    value_from: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if (self.value is None) == (self.value_from is None):
+            raise ValueError("set exactly one of value or valueFrom")
+        return self
 
 
 class RoleResources(_Model):
@@ -426,7 +457,7 @@ class GLMDeploymentSpec(_Model):
     image: str = Field(
         min_length=1,
         max_length=512,
-        pattern=r"^[a-z0-9][a-z0-9._/:@-]*$",
+        pattern=r"^[a-z0-9][a-z0-9._/:-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[a-z0-9]+:[a-f0-9]{32,})?$",
         description="vLLM serving image with the glm_kernels plugin (built from images/vllm-glm).",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"

@@ -65,8 +65,9 @@ def _report(server_url: str, kubeconfig: Path, cr: dict[str, Any], live: list[di
     console.print(f"[bold]status[/] (first reconcile {elapsed * 1000:.0f} ms after apply):")
     console.print(yaml.safe_dump(cr.get("status") or {}, sort_keys=False), highlight=False, markup=False)
     console.print("Talk to the emulator with kubectl:", highlight=False)
-    console.print(f"  kubectl --server {server_url} --validate=false get glmd,statefulsets,services", highlight=False)
-    console.print(f"  (or export KUBECONFIG={kubeconfig})", highlight=False)
+    console.print(f"  kubectl --server {server_url} get glmd,statefulsets,services", highlight=False)
+    console.print(f"  kubectl --server {server_url} apply --validate=false -f my-glmdeployment.yaml", highlight=False)
+    console.print(f"  (or export KUBECONFIG={kubeconfig} while this runs)", highlight=False)
 
 
 async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServer, kubeconfig: Path) -> int:
@@ -119,7 +120,10 @@ async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServ
         if once:
             return 0
         console.print("Operator running; apply more CRs with kubectl. Ctrl-C to stop.")
-        await asyncio.Event().wait()  # until cancelled by Ctrl-C
+        # kopf handles SIGINT/SIGTERM itself: it stops the operator task, which ends this session.
+        with contextlib.suppress(asyncio.CancelledError):
+            await operator
+        console.print("stopped")
         return 0
     finally:
         stop.set()
@@ -133,10 +137,12 @@ def run_dev_session(*, example: Path, once: bool, port: int, timeout: float) -> 
     if not example.is_file():
         console.print(f"[red]error:[/] example {example} not found")
         return 1
-    workdir = Path(tempfile.mkdtemp(prefix="glm-dev-"))
-    kubeconfig = workdir / "kubeconfig"
     os.environ.setdefault("GLM_KOPF_SCANNING", "off")
-    with EmulatorServer(host="127.0.0.1", port=port) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="glm-dev-") as workdir,
+        EmulatorServer(host="127.0.0.1", port=port) as server,
+    ):
+        kubeconfig = Path(workdir) / "kubeconfig"
         write_kubeconfig(kubeconfig, server.url)
         os.environ["KUBECONFIG"] = str(kubeconfig)
         console.print(f"Kubernetes API emulator on {server.url} (kubeconfig {kubeconfig})", highlight=False)

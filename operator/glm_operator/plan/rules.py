@@ -7,9 +7,11 @@ and vLLM's own start-up assertions, so a bad CR is refused before a GPU is touch
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 from glm_operator.api.findings import Finding, Severity
+from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
 from glm_operator.plan.ports import collisions, role_ports
 from glm_operator.plan.profiles import MODELS
@@ -38,7 +40,32 @@ MANAGED_FLAGS: dict[str, str] = {
     "--max-model-len": "set spec.model.maxModelLen",
     "--port": "set spec.ports",
     "--served-model-name": "set spec.model.servedName",
+    "--model": "set spec.model.name",
+    "--host": "vLLM must listen on all pod addresses",
+    "--config": "a config file would override the rendered flags; use extraArgs for single flags",
+    "--pipeline-parallel-size": "pipeline parallelism changes the GPUs per engine; not supported",
+    "-pp": "pipeline parallelism changes the GPUs per engine; not supported",
+    "--data-parallel-size-local": "set parallelism.data (one engine per node)",
+    "-dpl": "set parallelism.data (one engine per node)",
+    "--compilation-config": "the operator sets it for HiSparse (cudagraph_mode FULL_DECODE_ONLY)",
+    "--attention-config": "set forceSparseMQA",
+    "-ac": "set forceSparseMQA",
+    "--dcp-comm-backend": "set dcpCommBackend",
+    "--speculative-config.method": "set spec.speculative",
+    "--speculative-config.num-speculative-tokens": "set spec.speculative",
+    "-sc": "set spec.speculative",
 }
+
+
+def normalize_flag(arg: str) -> str:
+    """The flag name of one ``extraArgs`` entry as vLLM's parser sees it: text before ``=`` or a
+    space, lower-cased, underscores as dashes, a ``--no-`` negation reduced to the flag itself."""
+    flag = re.split(r"[=\s]", arg.strip(), maxsplit=1)[0].lower()
+    if flag.startswith("--"):
+        flag = "--" + flag[2:].replace("_", "-")
+        flag = flag.removeprefix("--no-")
+        flag = flag if flag.startswith("-") else "--" + flag
+    return flag
 
 #: Environment variables the operator owns on every vLLM container.
 MANAGED_ENV: dict[str, str] = {
@@ -86,6 +113,14 @@ def parallel_layout(spec: GLMDeploymentSpec) -> list[Finding]:
                 f"in {sorted(allowed)} only",
                 f"use one of {sorted(allowed)}",
             ))
+        heads = MODELS[spec.model.profile].attention_heads
+        if heads % p.tensor != 0:
+            out.append(Finding(
+                f"{base}.tensor", p.tensor,
+                f"tensor parallelism splits the {heads} attention heads of {spec.model.profile}; {p.tensor} does "
+                "not divide them",
+                f"use a tensor size that divides {heads} (1, 2, 4 or 8)",
+            ))
         if role.dcp_comm_backend == "a2a" and p.decode_context <= 1:
             out.append(Finding(
                 f"spec.{name}.dcpCommBackend", "a2a", "the a2a DCP backend needs decodeContext > 1",
@@ -100,7 +135,7 @@ def parallel_layout(spec: GLMDeploymentSpec) -> list[Finding]:
             ))
         elif p.world_size < spec.gpu.per_node:
             out.append(Finding(
-                f"{base}", p.world_size,
+                f"{base}", f"tensor={p.tensor} prefillContext={p.prefill_context} data={p.data}",
                 f"an engine uses {p.world_size} of the node's {spec.gpu.per_node} GPUs; the rest stay idle "
                 "because one engine owns one node",
                 "raise the parallel sizes to fill the node, or lower spec.gpu.perNode",
@@ -176,10 +211,39 @@ def hisparse_placement(spec: GLMDeploymentSpec) -> list[Finding]:
     return out
 
 
+def pool_sizes(spec: GLMDeploymentSpec) -> list[Finding]:
+    """CPU-offload and HiSparse pools hold whole GiB; a pool under 1 GiB is a typo (``0``, ``512M``)."""
+    out = []
+    for name, role in _roles(spec):
+        sizes = []
+        if role.cpu_offload_per_rank is not None:
+            sizes.append(("cpuOffloadPerRank", role.cpu_offload_per_rank))
+        if role.hi_sparse is not None and role.hi_sparse.enabled:
+            sizes += [("hiSparse.hostPoolPerRank", role.hi_sparse.host_pool_per_rank),
+                      ("hiSparse.offloadPerRank", role.hi_sparse.offload_per_rank)]
+        for field, size in sizes:
+            if parse_bytes(size) < GIB:
+                out.append(Finding(
+                    f"spec.{name}.{field}", size, "a KV pool below 1 GiB holds almost nothing",
+                    "use a size of at least 1Gi (e.g. 48Gi), or remove the pool",
+                ))
+    return out
+
+
 def model_limits(spec: GLMDeploymentSpec) -> list[Finding]:
-    """Context, block size, MTP and sparse-MQA settings the model profile allows."""
+    """Context, block size, MTP and sparse-MQA settings the model profile allows; the model name
+    must not belong to another profile's family."""
     out = []
     profile = MODELS[spec.model.profile]
+    others = [p.name for p in MODELS.values()
+              if p.name != profile.name and re.search(p.name_pattern, spec.model.name, re.IGNORECASE)]
+    if others and not re.search(profile.name_pattern, spec.model.name, re.IGNORECASE):
+        out.append(Finding(
+            "spec.model.profile", profile.name,
+            f"model.name {spec.model.name!r} looks like {others[0]}, but the profile is {profile.name}; the planner "
+            "and the context limit would be wrong",
+            f"set model.profile: {others[0]}",
+        ))
     if spec.model.max_model_len is not None and spec.model.max_model_len > profile.max_context_tokens:
         out.append(Finding(
             "spec.model.maxModelLen", spec.model.max_model_len,
@@ -232,7 +296,7 @@ def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
     out = []
     for name, role in _roles(spec):
         for i, arg in enumerate(role.extra_args):
-            flag = arg.split("=", 1)[0]
+            flag = normalize_flag(arg)
             if flag in MANAGED_FLAGS:
                 out.append(Finding(
                     f"spec.{name}.extraArgs[{i}]", arg, f"{flag} is rendered by the operator",
@@ -252,6 +316,13 @@ def port_plan(spec: GLMDeploymentSpec) -> list[Finding]:
     out = []
     for name, role in _roles(spec):
         plan = role_ports(spec, name, role)
+        if plan.nixl and plan.nixl[-1] > 65535:
+            out.append(Finding(
+                "spec.kvTransfer.sideChannelBasePort", spec.kv_transfer.side_channel_base_port,
+                f"the NIXL side channel of the {name} pod needs {len(plan.nixl)} ports from the base, up to "
+                f"{plan.nixl[-1]}, beyond 65535",
+                f"use a base port of at most {65535 - len(plan.nixl) + 1}",
+            ))
         for first, clash in collisions(plan):
             culprit = clash if clash.field.startswith("spec.") else first
             other = first if culprit is clash else clash
@@ -269,6 +340,7 @@ RULES: tuple[Rule, ...] = (
     mode_roles,
     parallel_layout,
     hisparse_placement,
+    pool_sizes,
     model_limits,
     pd_consistency,
     escape_hatches,

@@ -70,7 +70,10 @@ def _env(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePor
                 "name": "HF_TOKEN",
                 "valueFrom": {"secretKeyRef": {"name": hf.token_secret.name, "key": hf.token_secret.key}},
             })
-    env += [{"name": e.name, "value": e.value} for e in role.env]
+    env += [
+        {"name": e.name, "value": e.value} if e.value_from is None else {"name": e.name, "valueFrom": e.value_from}
+        for e in role.env
+    ]
     return env
 
 
