@@ -8,7 +8,7 @@ import pytest
 
 from glm_operator.api.findings import SpecInvalidError
 from glm_operator.api.load import parse
-from glm_operator.api.quantity import QuantityError, format_bytes, parse_bytes
+from glm_operator.api.quantity import QuantityError, canonical_cpu, format_bytes, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec
 from glm_operator.cluster.drift import is_subset
 from glm_operator.observe.status import condition, status_patch
@@ -81,3 +81,10 @@ def test_parse_requires_model_and_image() -> None:
                "spec": {}})
     assert {f.field for f in info.value.findings} == {"spec.model", "spec.image"}
     assert all(f.message == "required field is missing" for f in info.value.findings)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("32", "32"), ("0.5", "500m"), ("1500m", "1500m"), ("2000m", "2"), ("1.25", "1250m")]
+)
+def test_canonical_cpu_matches_what_the_api_server_stores(text: str, expected: str) -> None:
+    assert canonical_cpu(text) == expected

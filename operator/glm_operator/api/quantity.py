@@ -71,3 +71,20 @@ def format_bytes(n_bytes: int) -> str:
 def gib(n_bytes: int) -> float:
     """Bytes → GiB (2**30 bytes) as a float."""
     return n_bytes / GIB
+
+
+def canonical_cpu(value: str) -> str:
+    """A CPU quantity in the form the API server stores: whole cores as ``"32"``, fractions as
+    millicores (``"0.5"`` → ``"500m"``, ``"1500m"`` → ``"1500m"``, ``"2000m"`` → ``"2"``).
+
+    Rendering the canonical form keeps live objects equal to rendered ones (no perpetual drift).
+
+    Raises:
+        QuantityError: if ``value`` is not a CPU quantity.
+    """
+    match = re.match(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<milli>m?)$", value.strip())
+    if match is None:
+        raise QuantityError(f"{value!r} is not a CPU quantity; write cores such as '32' or millicores such as '500m'")
+    millis = Decimal(match["num"]) * (1 if match["milli"] else 1000)
+    millis = millis.to_integral_value(rounding="ROUND_CEILING")
+    return str(int(millis) // 1000) if millis % 1000 == 0 else f"{int(millis)}m"

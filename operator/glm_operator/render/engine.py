@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from glm_operator import versions
-from glm_operator.api.quantity import format_bytes, parse_bytes
+from glm_operator.api.quantity import canonical_cpu, format_bytes, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
 from glm_operator.plan.ports import SIDECAR_CONTAINER, VLLM_CONTAINER, RolePorts, role_ports
 from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS
@@ -133,7 +133,7 @@ def _vllm_container(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, por
     volumes_mounts = _volumes(spec, role)[1]
     gpus = str(role.parallelism.world_size)
     memory = format_bytes(host_memory_bytes(spec, role))
-    requests: dict[str, str] = {"cpu": role.resources.cpu, "memory": memory, GPU_RESOURCE: gpus}
+    requests: dict[str, str] = {"cpu": canonical_cpu(role.resources.cpu), "memory": memory, GPU_RESOURCE: gpus}
     limits: dict[str, str] = {"memory": memory, GPU_RESOURCE: gpus}
     security: dict[str, Any] = {"allowPrivilegeEscalation": False}
     rdma = spec.kv_transfer.rdma
