@@ -10,8 +10,9 @@
   that only echo the operator's own writes (same ``resourceVersion``) are ignored.
 
 kopf's own bookkeeping lives in ``serving.glm.dev/*`` annotations, not in ``status`` (the CRD's
-structural status schema would prune ``status.kopf``). Reconciles of one CR are serialised and
-coalesced: an event that arrives while one runs schedules exactly one more.
+structural status schema would prune ``status.kopf``). Reconciles of one CR are serialised;
+requests that arrive while one runs are queued and cause at most one more run, and none when
+they were only the echo of that run's own writes.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ import kopf
 from kubernetes import client, config
 
 from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, PLURAL
+from glm_operator.cluster.events import post_event
 from glm_operator.cluster.kinds import CHILD_KINDS
 from glm_operator.cluster.reconcile import Outcome, plain, read_deployment, reconcile
 from glm_operator.render import names
+
+log = logging.getLogger(__name__)
 
 #: Seconds between full resyncs of every CR (env ``GLM_RESYNC_SECONDS``).
 RESYNC_SECONDS = float(os.environ.get("GLM_RESYNC_SECONDS", "300"))
@@ -68,7 +72,7 @@ def make_api_client() -> client.ApiClient:
 
 
 @kopf.on.startup(id="configure")
-async def configure(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """Keep kopf state in our annotations, post only warnings as Events, build the API client,
     start the periodic resync."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
@@ -86,7 +90,7 @@ async def configure(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: A
     STATE.pending.clear()
     STATE.known.clear()
     STATE.seen_versions.clear()
-    STATE.resync_task = asyncio.create_task(_resync_forever(logger), name="glm-resync")
+    STATE.resync_task = asyncio.create_task(_resync_forever(), name="glm-resync")
 
 
 @kopf.on.cleanup(id="stop-resync")
@@ -99,16 +103,16 @@ async def stop_resync(**_: Any) -> None:
             await task
 
 
-async def _resync_forever(logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+async def _resync_forever() -> None:
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
         for namespace, name in list(STATE.known.values()):
             try:
                 body = await asyncio.to_thread(read_deployment, _api(), namespace, name)
                 if body is not None and not body["metadata"].get("deletionTimestamp"):
-                    await run_reconcile(body, logger)
+                    await run_reconcile(body)
             except Exception:  # one failing CR must not stop the resync of the others
-                logger.exception("resync of %s/%s failed", namespace, name)
+                log.exception("resync of %s/%s failed", namespace, name)
 
 
 @kopf.on.login(id="login")
@@ -142,22 +146,31 @@ def _api() -> client.ApiClient:
     return STATE.api
 
 
-def _report(body: dict[str, Any], outcome: Outcome, logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
-    """Log and post Events for what a reconcile did."""
+def _report(body: dict[str, Any], outcome: Outcome) -> None:
+    """Log and post Events for what a reconcile did (runs in a worker thread).
+
+    A rejected spec is reported once per generation (when its status was written), so an unchanged
+    invalid CR makes no writes on resync. Events are posted with the API client because
+    ``kopf.event`` only works inside kopf's handler context, not in the resync task.
+    """
+    where = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
     if outcome.invalid:
-        message = "; ".join(str(f) for f in outcome.invalid)
-        logger.error("spec rejected, children unchanged: %s", message)
         if outcome.status_written:
-            kopf.event(
-                kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="InvalidSpec", message=message[:1024]
-            )
+            message = "; ".join(str(f) for f in outcome.invalid)
+            log.warning("%s: spec rejected, children unchanged: %s", where, message)
+            post_event(_api(), body, type_="Warning", reason="InvalidSpec", message=message)
         return
     if outcome.applied or outcome.pruned:
-        logger.info("applied %s; pruned %s", outcome.applied or "nothing", outcome.pruned or "nothing")
+        log.info("%s: applied %s; pruned %s", where, outcome.applied or "nothing", outcome.pruned or "nothing")
     if outcome.error:
-        kopf.event(
-            kopf.Body(cast(kopf.RawBody, body)), type="Warning", reason="ApplyFailed", message=outcome.error[:1024]
-        )
+        log.warning("%s: %s", where, outcome.error)
+        post_event(_api(), body, type_="Warning", reason="ApplyFailed", message=outcome.error)
+
+
+def _reconcile_and_report(body: dict[str, Any]) -> Outcome:
+    outcome = reconcile(_api(), body)
+    _report(body, outcome)
+    return outcome
 
 
 def _record(outcome: Outcome) -> None:
@@ -166,7 +179,6 @@ def _record(outcome: Outcome) -> None:
 
 async def run_reconcile(
     body: dict[str, Any],
-    logger: logging.Logger | logging.LoggerAdapter[Any],
     trigger: Trigger | None = None,
 ) -> Outcome | None:
     """Reconcile one CR, serialised per CR.
@@ -182,18 +194,16 @@ async def run_reconcile(
         STATE.pending.setdefault(uid, []).append(trigger)
         return None
     async with lock:
-        outcome = await asyncio.to_thread(reconcile, _api(), body)
+        outcome = await asyncio.to_thread(_reconcile_and_report, body)
         _record(outcome)
-        _report(body, outcome, logger)
         while _needs_rerun(STATE.pending.pop(uid, [])):
             meta = body["metadata"]
             fresh = await asyncio.to_thread(read_deployment, _api(), meta["namespace"], meta["name"])
             if fresh is None:
                 break
             body = fresh
-            outcome = await asyncio.to_thread(reconcile, _api(), body)
+            outcome = await asyncio.to_thread(_reconcile_and_report, body)
             _record(outcome)
-            _report(body, outcome, logger)
     return outcome
 
 
@@ -206,14 +216,14 @@ def _needs_rerun(triggers: list[Trigger | None]) -> bool:
 @kopf.on.resume(API_GROUP, API_VERSION, PLURAL, id="resume")
 @kopf.on.create(API_GROUP, API_VERSION, PLURAL, id="create")
 @kopf.on.update(API_GROUP, API_VERSION, PLURAL, id="update")
-async def reconcile_handler(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+async def reconcile_handler(body: kopf.Body, **_: Any) -> None:
     """Reconcile on operator start, creation and every spec/metadata change.
 
     Raises:
         kopf.TemporaryError: when the API server failed transiently; kopf retries after
             :data:`RETRY_DELAY_SECONDS` and records the attempt in our annotations.
     """
-    outcome = await run_reconcile(plain(body), logger)
+    outcome = await run_reconcile(plain(body))
     if outcome is not None and outcome.error:
         raise kopf.TemporaryError(outcome.error, delay=RETRY_DELAY_SECONDS)
 
@@ -228,11 +238,13 @@ def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_:
         STATE.known[uid] = (namespace, name)
 
 
-async def child_event(body: kopf.Body, event: kopf.RawEvent, logger: kopf.Logger, **_: Any) -> None:
+async def child_event(body: kopf.Body, event: kopf.RawEvent, **_: Any) -> None:
     """A managed child changed or vanished: reconcile its owning GLMDeployment."""
     key = (body.get("apiVersion", ""), body.get("kind", ""), body.metadata.namespace or "", body.metadata.name or "")
     version = None if event.get("type") == "DELETED" else body.metadata.get("resourceVersion")
-    if version is not None and STATE.seen_versions.get(key) == version:
+    if version is None:
+        STATE.seen_versions.pop(key, None)
+    elif STATE.seen_versions.get(key) == version:
         return  # the echo of our own apply, or an object the last reconcile already checked
     owner = next(
         (ref for ref in body.metadata.get("ownerReferences") or []
@@ -251,7 +263,7 @@ async def child_event(body: kopf.Body, event: kopf.RawEvent, logger: kopf.Logger
         return  # the owner is gone; the garbage collector removes the child
     if fresh["metadata"].get("deletionTimestamp"):
         return
-    await run_reconcile(fresh, logger, (key, version))
+    await run_reconcile(fresh, (key, version))
 
 
 for _kind in CHILD_KINDS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -92,8 +93,15 @@ class Cluster:
             await asyncio.sleep(0.05)
 
 
+#: kopf's log line when a handler raised kopf.TemporaryError (the retry test provokes it on purpose).
+EXPECTED_ERRORS = ("failed temporarily",)
+
+
 @pytest.fixture
-async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
+async def cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[Cluster]:
+    """Emulator + CRD + the operator in-process; fails the test if the operator logged an unexpected error."""
     with EmulatorServer() as server:
         kubeconfig = tmp_path / "kubeconfig"
         write_kubeconfig(kubeconfig, server.url)
@@ -110,3 +118,8 @@ async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
+    errors = [
+        r.getMessage() for r in caplog.records
+        if r.levelno >= logging.ERROR and not any(text in r.getMessage() for text in EXPECTED_ERRORS)
+    ]
+    assert not errors, f"the operator logged errors: {errors}"

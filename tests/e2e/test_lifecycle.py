@@ -131,6 +131,12 @@ async def test_invalid_update_changes_no_child_and_says_why(cluster: Cluster) ->
 
     await cluster.wait_for(has_event, "an InvalidSpec Event")
 
+    # an unchanged invalid CR is not re-reported: resyncs make no writes and post no Events
+    await cluster.settle()
+    mark = len(cluster.emulator.request_log)
+    await asyncio.sleep(2.5)
+    assert cluster.emulator.write_requests(mark) == []
+
     # fixing the spec recovers without touching anything else
     await cluster.patch_spec(NAME, {"prefill": {"parallelism": {"decodeContext": 8}}})
     cr = await cluster.wait_reconciled(NAME, 3)
