@@ -25,6 +25,9 @@ What it adds to stock kmock 0.8 (``reference/testing-here.md`` §1.2–1.4 lists
 - LIST with ``kind``/``apiVersion``/numeric ``resourceVersion``; LIST and WATCH honour
   ``labelSelector`` and ``fieldSelector``; WATCH replays only events newer than ``?resourceVersion=``,
   ends after ``timeoutSeconds``, and is served as ``application/json``;
+- server-side printing: GET, LIST and WATCH answer with a ``meta.k8s.io`` ``Table`` when the ``Accept``
+  header asks for one (as ``kubectl get`` does), with a CRD's ``additionalPrinterColumns`` or Name/Age
+  (plus Ready for StatefulSets and Deployments), and ``?includeObject=`` (see :mod:`._tables`);
 - :attr:`Emulator.request_log`, :meth:`Emulator.write_requests`, :meth:`Emulator.inject_failure`.
 
 Not emulated: admission, schema validation/pruning/defaulting, field managers, RBAC, controllers
@@ -48,7 +51,7 @@ import threading
 import time
 import types
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 import aiohttp.web
@@ -57,7 +60,7 @@ import kmock
 import yaml
 from kmock._internal import enums, filtering, rendering
 
-from glm_operator.devcluster import _kube
+from glm_operator.devcluster import _kube, _tables
 from glm_operator.devcluster._store import CRD_RESOURCE, WRITE_METHODS, Outcome, RecordingBus, StoreEmulator, error
 
 __all__ = ["CRD_RESOURCE", "Emulator", "EmulatorServer", "RequestRecord", "main", "write_kubeconfig"]
@@ -80,6 +83,17 @@ class RequestRecord:
     content_type: str | None
     status: int
     received: float = dataclasses.field(default_factory=time.monotonic)
+
+
+_Printer = Callable[[list[dict[str, Any]], str | None], dict[str, Any]]
+
+
+def _as_table_event(event: dict[str, Any], printing: _Printer | None) -> dict[str, Any]:
+    """A watch event with its object rendered as a one-row ``Table`` (unchanged without ``printing``)."""
+    if printing is None or not isinstance(event.get("object"), dict):
+        return event
+    obj = event["object"]
+    return {**event, "object": printing([obj], (obj.get("metadata") or {}).get("resourceVersion"))}
 
 
 @attrs.define
@@ -234,8 +248,11 @@ class Emulator(StoreEmulator):
         key = (res, request.namespace, str(request.name))
         async with self._lock:
             obj = self._live(key)
+            printing = self._printing(request, res)
         if obj is None:
             raise self._not_found(key)  # with the apiserver's message: configmaps "x" not found
+        if printing is not None:
+            return printing([obj], (obj.get("metadata") or {}).get("resourceVersion"))
         return obj
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
@@ -244,7 +261,11 @@ class Emulator(StoreEmulator):
         async with self._lock:
             items = [obj.raw for key, obj in self._objects.items()
                      if key[0] == res and not obj.deleted and self._visible(request, obj.raw, selector)]
-            return self._list_body(res, info, items)
+            printing = self._printing(request, res)
+            body = self._list_body(res, info, items)
+        if printing is not None:
+            return printing(items, body["metadata"]["resourceVersion"])
+        return body
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
         res, _ = self._resource_of(request)
@@ -258,6 +279,7 @@ class Emulator(StoreEmulator):
         bus = self._buses[res]
         initial: list[dict[str, Any]]
         async with self._lock:
+            printing = self._printing(request, res)
             marker = await bus.mark()
             if since is None:
                 initial = [{"type": "ADDED", "object": obj.raw} for key, obj in self._objects.items()
@@ -279,7 +301,7 @@ class Emulator(StoreEmulator):
                     yield event
                     return
                 if self._visible(request, event["object"], selector):
-                    yield event
+                    yield _as_table_event(event, printing)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout if timeout > 0 else None
             stream = bus.stream(since=marker)
@@ -294,10 +316,41 @@ class Emulator(StoreEmulator):
                 if event is _STOP:
                     return
                 if self._visible(request, event["object"], selector):
-                    yield event
+                    yield _as_table_event(event, printing)
         finally:
             with contextlib.suppress(ValueError):
                 await bus.unmark(marker)
+
+    def _printing(self, request: rendering.Request, res: kmock.resource) -> _Printer | None:
+        """How to render objects as the ``Table`` that the request's Accept header asks for (call under the lock).
+
+        ``None`` when the request wants plain objects; raises 400 on a bad ``includeObject``.
+        """
+        version = _tables.table_version(request.headers.get("Accept"))
+        if version is None:
+            return None
+        include = request.params.get("includeObject") or None
+        if include not in (None, *_tables.INCLUDE_OBJECT):
+            raise error(400, f"includeObject: Unsupported value: {include!r}: supported values: "
+                             f"{', '.join(repr(v) for v in _tables.INCLUDE_OBJECT)}")
+        columns = _tables.columns_for(str(res.group or ""), str(res.plural), str(res.version),
+                                      self._crd_of(res))
+
+        def render(objects: list[dict[str, Any]], resource_version: str | None) -> dict[str, Any]:
+            return _tables.build_table(objects, columns, version=version, include_object=include,
+                                       resource_version=resource_version)
+
+        return render
+
+    def _crd_of(self, res: kmock.resource) -> dict[str, Any] | None:
+        """The live CustomResourceDefinition that declares ``res`` (any version), if any."""
+        for key, obj in self._objects.items():
+            if key[0] != CRD_RESOURCE or obj.deleted:
+                continue
+            spec = obj.raw.get("spec") or {}
+            if spec.get("group") == res.group and (spec.get("names") or {}).get("plural") == res.plural:
+                return dict(obj.raw)
+        return None
 
     # -- discovery fixes -----------------------------------------------------------------------------
 
