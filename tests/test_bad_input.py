@@ -48,7 +48,6 @@ def test_ports_above_65535_are_refused() -> None:
         "-pp=2",
         "--data-parallel-size-local=2",
         "--no-enable-expert-parallel",
-        "--compilation-config={}",
         "--attention-config={}",
         "--dcp-comm-backend=a2a",
         "--config=/x.yaml",
@@ -60,6 +59,15 @@ def test_extra_args_cannot_override_rendered_flags(arg: str) -> None:
     cr["spec"]["prefill"]["extraArgs"] = [arg]
     found = _findings(cr)
     assert any(f.field == "spec.prefill.extraArgs[0]" for f in found), found
+
+
+def test_compilation_config_is_owned_where_hisparse_needs_it() -> None:
+    cr = _seed()
+    cr["spec"]["decode"]["extraArgs"] = ["--compilation-config={}"]
+    assert any(f.field == "spec.decode.extraArgs[0]" for f in _findings(cr))
+    cr = _seed()
+    cr["spec"]["prefill"]["extraArgs"] = ['--compilation-config={"cudagraph_mode":"PIECEWISE"}']
+    assert render(parse(cr)).objects
 
 
 def test_extra_args_that_the_operator_does_not_own_pass() -> None:
@@ -84,7 +92,7 @@ def test_model_name_must_fit_the_profile(name: str, profile: str) -> None:
     [
         (("decode", "hiSparse", "hostPoolPerRank"), "0"),
         (("decode", "hiSparse", "hostPoolPerRank"), "512M"),
-        (("prefill", "cpuOffloadPerRank"), "0Gi"),
+        (("prefill", "cpuOffloadPerRank"), "100Mi"),
     ],
 )
 def test_pool_sizes_must_be_at_least_one_gib(path: tuple[str, ...], value: str) -> None:

@@ -32,7 +32,8 @@ def test_parse_bytes_rejects(text: str) -> None:
 def test_format_bytes_round_trips_to_canonical_form() -> None:
     assert format_bytes(800 * 2**30) == "800Gi"
     assert format_bytes(2**40) == "1Ti"
-    assert format_bytes(1000) == "1000"
+    assert format_bytes(1000) == "1k"
+    assert format_bytes(1001) == "1001"
     assert parse_bytes(format_bytes(123 * 2**20)) == 123 * 2**20
 
 

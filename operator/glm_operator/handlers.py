@@ -162,7 +162,7 @@ def _report(body: dict[str, Any], outcome: Outcome) -> None:
         return
     if outcome.applied or outcome.pruned:
         log.info("%s: applied %s; pruned %s", where, outcome.applied or "nothing", outcome.pruned or "nothing")
-    if outcome.error:
+    if outcome.error and outcome.status_written:  # once per distinct failure, not on every retry
         log.warning("%s: %s", where, outcome.error)
         post_event(_api(), body, type_="Warning", reason="ApplyFailed", message=outcome.error)
 
@@ -234,6 +234,7 @@ def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_:
     if event.get("type") == "DELETED":
         STATE.known.pop(uid, None)
         STATE.locks.pop(uid, None)
+        STATE.pending.pop(uid, None)
     elif namespace is not None:
         STATE.known[uid] = (namespace, name)
 

@@ -66,11 +66,21 @@ async def test_create_applies_every_child_with_an_owner_reference(cluster: Clust
 async def test_ready_when_workloads_report_ready(cluster: Cluster) -> None:
     await _create_seed(cluster)
     apps = client.AppsV1Api(cluster.api)
+    rolled_out = {"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1}
+    # the decode engine is ready but still on an old template: not Ready yet
     for name in ("glm-5-3-prefill", "glm-5-3-decode"):
-        await cluster.call(apps.patch_namespaced_stateful_set_status, name, "default",
-                           {"status": {"replicas": 1, "readyReplicas": 1}})
-    await cluster.call(apps.patch_namespaced_deployment_status, "glm-5-3-epp", "default",
-                       {"status": {"replicas": 1, "readyReplicas": 1}})
+        status = {**rolled_out, "currentRevision": "r1", "updateRevision": "r2" if "decode" in name else "r1"}
+        await cluster.call(apps.patch_namespaced_stateful_set_status, name, "default", {"status": status})
+    await cluster.call(apps.patch_namespaced_deployment_status, "glm-5-3-epp", "default", {"status": rolled_out})
+
+    async def rolling() -> bool:
+        ready = _condition(await cluster.cr(NAME), "Ready")
+        return "decode 1/1 (rolling out)" in ready["message"]
+
+    await cluster.wait_for(rolling, "decode reported as rolling out")
+    assert _condition(await cluster.cr(NAME), "Ready")["status"] == "False"
+    await cluster.call(apps.patch_namespaced_stateful_set_status, "glm-5-3-decode", "default",
+                       {"status": {"currentRevision": "r2"}})
 
     async def ready() -> bool:
         cr = await cluster.cr(NAME)
@@ -93,6 +103,26 @@ async def test_changing_one_field_changes_only_the_affected_child(cluster: Clust
     changed = {key for key, rv in _versions(after).items() if before[key] != rv}
     assert changed == {("StatefulSet", "glm-5-3-decode")}
     assert after[("StatefulSet", "glm-5-3-decode")]["spec"]["replicas"] == 2
+
+
+async def test_removing_a_field_reapplies_the_affected_children(cluster: Cluster) -> None:
+    cr = _seed()
+    cr["spec"]["scheduling"] = {"priorityClassName": "gpu-high"}
+    await cluster.create(cr)
+    await cluster.wait_reconciled(NAME, 1)
+    await cluster.wait_for(lambda: _has_all(cluster, _expected_children(_seed())), "all children")
+    await cluster.settle()
+    before = await cluster.children(NAME)
+    await cluster.patch_spec(NAME, {"scheduling": None})
+    await cluster.wait_reconciled(NAME, 2)
+    await cluster.settle()
+    after = await cluster.children(NAME)
+    changed = {key for key, obj in after.items()
+               if obj["metadata"]["resourceVersion"] != before[key]["metadata"]["resourceVersion"]}
+    assert changed == {("StatefulSet", "glm-5-3-prefill"), ("StatefulSet", "glm-5-3-decode")}
+    annotation = "serving.glm.dev/applied-hash"
+    for key in changed:
+        assert after[key]["metadata"]["annotations"][annotation] != before[key]["metadata"]["annotations"][annotation]
 
 
 async def test_router_change_touches_only_router_objects(cluster: Cluster) -> None:

@@ -93,6 +93,15 @@ def parse(resource: dict[str, Any]) -> GLMDeployment:
     if not isinstance(spec_raw, dict):
         findings.append(Finding("spec", spec_raw, "spec is missing", "add spec.model.name and spec.image"))
     else:
+        findings.extend(
+            Finding(
+                path, None,
+                "explicit null: the API server drops it before defaulting, so the default would apply in the "
+                "cluster while glmctl would render no value",
+                "remove the field to get the default, or set an explicit value (e.g. enabled: false, or 0 for a pool)",
+            )
+            for path in _null_paths(spec_raw, "spec")
+        )
         try:
             spec = GLMDeploymentSpec.model_validate(spec_raw)
         except ValidationError as exc:
@@ -106,6 +115,19 @@ def parse(resource: dict[str, Any]) -> GLMDeployment:
         generation=int(metadata.get("generation") or 0),
         spec=spec,
     )
+
+
+def _null_paths(node: Any, path: str) -> list[str]:
+    """Dotted paths of every explicit ``null`` below ``node``."""
+    if isinstance(node, dict):
+        found = []
+        for key, value in node.items():
+            child = f"{path}.{key}"
+            found += [child] if value is None else _null_paths(value, child)
+        return found
+    if isinstance(node, list):
+        return [p for i, value in enumerate(node) for p in _null_paths(value, f"{path}[{i}]")]
+    return []
 
 
 def findings_from_validation_error(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[Finding]:

@@ -53,24 +53,21 @@ def parse_bytes(value: str | int) -> int:
 
 
 def format_bytes(n_bytes: int) -> str:
-    """Format bytes as the largest exact binary quantity: 549755813888 → ``"512Gi"``.
+    """Format bytes in the canonical form the Kubernetes API server stores, so rendered manifests
+    compare equal to the live objects read back.
 
-    Values that are not a whole number of KiB are written as plain bytes. The result is the
-    canonical form the Kubernetes API server stores, so rendered manifests compare equal to the
-    live objects read back from a cluster.
+    A whole number of KiB uses the largest exact binary suffix (549755813888 → ``"512Gi"``);
+    otherwise the largest exact decimal suffix (10**9 → ``"1G"``, 1500000000 → ``"1500M"``), or
+    plain bytes.
     """
     if n_bytes < 0:
         raise QuantityError(f"negative size {n_bytes}")
-    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+    suffixes = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki") if n_bytes % 1024 == 0 else ("E", "P", "T", "G", "M", "k")
+    for suffix in suffixes:
         unit = _MULTIPLIERS[suffix]
         if n_bytes >= unit and n_bytes % unit == 0:
             return f"{n_bytes // unit}{suffix}"
     return str(n_bytes)
-
-
-def gib(n_bytes: int) -> float:
-    """Bytes → GiB (2**30 bytes) as a float."""
-    return n_bytes / GIB
 
 
 def canonical_cpu(value: str) -> str:

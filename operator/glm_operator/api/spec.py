@@ -298,7 +298,12 @@ class RoleSpec(_Model):
     extra_args: list[str] = Field(
         default_factory=list, max_length=64, description="Extra vLLM arguments appended last (escape hatch)."
     )
-    env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Extra environment variables.")
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Extra environment variables; one entry per name, replacing the operator's default of that name.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
 
 def _seed_prefill_parallelism() -> ParallelismSpec:
@@ -361,6 +366,11 @@ class EndpointPickerSpec(_Model):
     replicas: int = Field(default=1, ge=1, le=3, description="EPP replicas; >1 is active/passive with leader election.")
     scorers: ScorerWeights = Field(default_factory=ScorerWeights)
     pd_decider: PdDeciderSpec = Field(default_factory=PdDeciderSpec, alias="pdDecider")
+    secure_serving: bool = Field(
+        default=True,
+        description="EPP ext-proc over self-signed TLS (behind a Gateway). Set false for gateways that cannot "
+        "skip verification (Istio without a DestinationRule). Standalone mode always uses plaintext on localhost.",
+    )
 
 
 class GatewayRef(_Model):

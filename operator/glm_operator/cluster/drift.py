@@ -14,8 +14,9 @@ def is_subset(desired: Any, live: Any) -> bool:
     """True when ``desired`` is contained in ``live``.
 
     Dicts: every key of ``desired`` is in ``live`` with a contained value. Lists: same length and
-    element-wise contained (order matters, as for containers, args and env). Scalars: equal, with
-    ints and their string form treated alike for ``intstr`` fields such as ports.
+    element-wise contained (order matters, as for containers, args and env). Scalars: equal
+    (``True`` is not ``1``). Removed keys are invisible to this test; the applied-hash annotation
+    on every child catches them.
     """
     if isinstance(desired, dict):
         return isinstance(live, dict) and all(k in live and is_subset(v, live[k]) for k, v in desired.items())

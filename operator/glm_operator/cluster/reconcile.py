@@ -104,17 +104,16 @@ def write_status(api: client.ApiClient, body: dict[str, Any], new: dict[str, Any
     return True
 
 
-def _list_children(
-    api: client.ApiClient, namespace: str, cr_name: str, wanted: set[str]
-) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _list_children(api: client.ApiClient, namespace: str, cr_name: str) -> dict[tuple[str, str, str], dict[str, Any]]:
     live: dict[tuple[str, str, str], dict[str, Any]] = {}
     for kind in CHILD_KINDS:
         try:
             items = kind.list(api, namespace, child_selector(cr_name))
         except ApiException as exc:
-            # An optional CRD (e.g. Gateway API's HTTPRoute) may not be installed; that only
+            # A CRD (Gateway API's HTTPRoute, GAIE's InferencePool) may not be installed; that only
             # matters when the spec wants an object of that kind, and then the apply says so.
-            if exc.status == 404 and kind.kind not in wanted:
+            # A wanted kind's 404 surfaces when its apply fails, as Degraded/ApplyFailed with the fix.
+            if exc.status == 404:
                 continue
             raise
         for item in items:
@@ -158,7 +157,7 @@ def reconcile(api: client.ApiClient, body: dict[str, Any]) -> Outcome:
         return Outcome(status=new_status, status_written=written, invalid=exc.findings)
 
     desired = {object_key(obj): obj for obj in rendered.objects}
-    live = _list_children(api, deployment.namespace, deployment.name, {obj["kind"] for obj in rendered.objects})
+    live = _list_children(api, deployment.namespace, deployment.name)
     outcome = Outcome(status=previous)
     for key, obj in desired.items():
         current = live.get(key)

@@ -42,6 +42,25 @@ def condition(
     }
 
 
+def workload_ready(workload: dict[str, Any] | None, desired: int) -> bool:
+    """A StatefulSet/Deployment is ready when its controller has seen the latest spec
+    (``status.observedGeneration >= metadata.generation``), every replica runs the latest template
+    (``updatedReplicas``; for StatefulSets ``currentRevision == updateRevision``) and ``desired``
+    replicas are ready. Ready pods of the *old* template during a rollout do not count."""
+    if workload is None:
+        return False
+    status = workload.get("status") or {}
+    generation = int((workload.get("metadata") or {}).get("generation") or 0)
+    if int(status.get("observedGeneration") or 0) < generation:
+        return False
+    if int(status.get("updatedReplicas") or 0) < desired:
+        return False
+    current, update = status.get("currentRevision"), status.get("updateRevision")
+    if current is not None and update is not None and current != update:
+        return False
+    return int(status.get("readyReplicas") or 0) >= desired
+
+
 def replica_counts(workload: dict[str, Any] | None, desired: int) -> dict[str, int]:
     """``{replicas, readyReplicas}`` of a StatefulSet/Deployment (0 ready when it does not exist yet)."""
     status = (workload or {}).get("status") or {}
@@ -68,8 +87,12 @@ def healthy_status(
     """
     conditions = previous.get("conditions") or []
     counts = {role: replica_counts(live, desired) for role, (live, desired) in workloads.items()}
-    not_ready = [f"{role} {c['readyReplicas']}/{c['replicas']}" for role, c in counts.items()
-                 if c["readyReplicas"] < c["replicas"]]
+    not_ready = [
+        f"{role} {counts[role]['readyReplicas']}/{counts[role]['replicas']}"
+        + ("" if counts[role]["readyReplicas"] < desired else " (rolling out)")
+        for role, (live, desired) in workloads.items()
+        if not workload_ready(live, desired)
+    ]
     ready = not not_ready and apply_error is None
     summary = ", ".join(f"{role} {c['readyReplicas']}/{c['replicas']}" for role, c in counts.items())
     if ready:

@@ -47,14 +47,22 @@ MANAGED_FLAGS: dict[str, str] = {
     "-pp": "pipeline parallelism changes the GPUs per engine; not supported",
     "--data-parallel-size-local": "set parallelism.data (one engine per node)",
     "-dpl": "set parallelism.data (one engine per node)",
-    "--compilation-config": "the operator sets it for HiSparse (cudagraph_mode FULL_DECODE_ONLY)",
-    "--attention-config": "set forceSparseMQA",
-    "-ac": "set forceSparseMQA",
-    "--dcp-comm-backend": "set dcpCommBackend",
     "--speculative-config.method": "set spec.speculative",
     "--speculative-config.num-speculative-tokens": "set spec.speculative",
     "-sc": "set spec.speculative",
 }
+
+
+def rendered_flags(role: RoleSpec) -> dict[str, str]:
+    """Flags the renderer emits for this role only (beyond :data:`MANAGED_FLAGS`), with the fix."""
+    flags = {}
+    if role.hi_sparse is not None and role.hi_sparse.enabled:
+        flags["--compilation-config"] = "the operator sets cudagraph_mode FULL_DECODE_ONLY for HiSparse"
+    if role.force_sparse_mqa:
+        flags["--attention-config"] = flags["-ac"] = "set forceSparseMQA: false to pass your own attention config"
+    if role.parallelism.decode_context > 1 and role.dcp_comm_backend is not None:
+        flags["--dcp-comm-backend"] = "set dcpCommBackend"
+    return flags
 
 
 def normalize_flag(arg: str) -> str:
@@ -212,20 +220,23 @@ def hisparse_placement(spec: GLMDeploymentSpec) -> list[Finding]:
 
 
 def pool_sizes(spec: GLMDeploymentSpec) -> list[Finding]:
-    """CPU-offload and HiSparse pools hold whole GiB; a pool under 1 GiB is a typo (``0``, ``512M``)."""
+    """KV pools are at least 1 GiB; ``0`` turns a CPU offload off; a HiSparse host pool cannot be 0
+    (use ``enabled: false``). A size under 1 GiB is a typo (``512M``)."""
     out = []
     for name, role in _roles(spec):
-        sizes = []
+        sizes = []  # (field, size, may be zero)
         if role.cpu_offload_per_rank is not None:
-            sizes.append(("cpuOffloadPerRank", role.cpu_offload_per_rank))
+            sizes.append(("cpuOffloadPerRank", role.cpu_offload_per_rank, True))
         if role.hi_sparse is not None and role.hi_sparse.enabled:
-            sizes += [("hiSparse.hostPoolPerRank", role.hi_sparse.host_pool_per_rank),
-                      ("hiSparse.offloadPerRank", role.hi_sparse.offload_per_rank)]
-        for field, size in sizes:
-            if parse_bytes(size) < GIB:
+            sizes += [("hiSparse.hostPoolPerRank", role.hi_sparse.host_pool_per_rank, False),
+                      ("hiSparse.offloadPerRank", role.hi_sparse.offload_per_rank, True)]
+        for field, size, may_be_zero in sizes:
+            n_bytes = parse_bytes(size)
+            if n_bytes < GIB and not (may_be_zero and n_bytes == 0):
                 out.append(Finding(
                     f"spec.{name}.{field}", size, "a KV pool below 1 GiB holds almost nothing",
-                    "use a size of at least 1Gi (e.g. 48Gi), or remove the pool",
+                    "use at least 1Gi (e.g. 48Gi)" + (", or 0 to turn the offload off" if may_be_zero
+                                                      else ", or hiSparse.enabled: false"),
                 ))
     return out
 
@@ -295,14 +306,28 @@ def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
     """``extraArgs`` and ``env`` must not override what the operator renders."""
     out = []
     for name, role in _roles(spec):
+        owned = {**MANAGED_FLAGS, **rendered_flags(role)}
         for i, arg in enumerate(role.extra_args):
             flag = normalize_flag(arg)
-            if flag in MANAGED_FLAGS:
+            if flag in owned:
                 out.append(Finding(
                     f"spec.{name}.extraArgs[{i}]", arg, f"{flag} is rendered by the operator",
-                    f"remove it: {MANAGED_FLAGS[flag]}",
+                    f"remove it: {owned[flag]}",
                 ))
+            elif arg.startswith("-") and re.search(r"\s", arg.split("=", 1)[0].strip()):
+                out.append(Finding(
+                    f"spec.{name}.extraArgs[{i}]", arg,
+                    "a flag and its value in one entry reach vLLM as a single argument it does not know",
+                    "write --flag=value, or the flag and the value as two entries",
+                ))
+        seen: set[str] = set()
         for i, env in enumerate(role.env):
+            if env.name in seen:
+                out.append(Finding(
+                    f"spec.{name}.env[{i}].name", env.name, f"{env.name} appears twice in env",
+                    "keep one entry per name (the API server refuses duplicates)",
+                ))
+            seen.add(env.name)
             if env.name in MANAGED_ENV:
                 out.append(Finding(
                     f"spec.{name}.env[{i}].name", env.name, f"{env.name} is set by the operator",

@@ -24,7 +24,7 @@ from glm_operator.render.engine_args import WEIGHTS_MOUNT, vllm_args
 HF_HOME = "/cache/huggingface"
 #: Probe periods (seconds). Startup failureThreshold = startupTimeoutSeconds / period.
 STARTUP_PERIOD_S = 10
-#: vLLM drains in-flight requests on SIGTERM; llm-d guides give decode 90 s.
+#: Time for vLLM to stop after SIGTERM (llm-d guides give decode 90 s with --shutdown-timeout 60).
 TERMINATION_GRACE_S = 120
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -70,11 +70,22 @@ def _env(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePor
                 "name": "HF_TOKEN",
                 "valueFrom": {"secretKeyRef": {"name": hf.token_secret.name, "key": hf.token_secret.key}},
             })
-    env += [
-        {"name": e.name, "value": e.value} if e.value_from is None else {"name": e.name, "valueFrom": e.value_from}
-        for e in role.env
-    ]
-    return env
+    return merge_env(env, role)
+
+
+def merge_env(managed: list[dict[str, Any]], role: RoleSpec) -> list[dict[str, Any]]:
+    """The operator's env with the role's ``env`` applied: a user entry replaces a managed one of the
+    same name in place (protected names are refused by the rules), others are appended. Empty
+    values are rendered without ``value``, as the API server stores them."""
+    merged = {entry["name"]: entry for entry in managed}
+    for e in role.env:
+        entry: dict[str, Any] = {"name": e.name}
+        if e.value_from is not None:
+            entry["valueFrom"] = e.value_from
+        elif e.value:
+            entry["value"] = e.value
+        merged[e.name] = entry
+    return list(merged.values())
 
 
 def _volumes(spec: GLMDeploymentSpec, role: RoleSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -73,7 +73,7 @@ def kv_transfer_config(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec) 
             "kv_connector_extra_config": {"host_pool_gib": _gib_number(parse_bytes(hisparse.host_pool_per_rank))},
         })
     offload = hisparse.offload_per_rank if hisparse is not None else role.cpu_offload_per_rank
-    if offload is not None:
+    if offload is not None and parse_bytes(offload) > 0:  # "0" turns the offload off
         connectors.append({
             "kv_connector": "OffloadingConnector",
             "kv_role": "kv_both",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +12,7 @@ from glm_operator.api.findings import Finding, SpecInvalidError
 from glm_operator.api.load import GLMDeployment
 from glm_operator.api.spec import API_GROUP, API_VERSION, KIND
 from glm_operator.plan import rules
+from glm_operator.render import names
 from glm_operator.render.engine import render_role
 from glm_operator.render.engine_args import max_model_len
 from glm_operator.render.router import endpoint, render_router
@@ -45,6 +48,18 @@ def owner_reference(deployment: GLMDeployment) -> dict[str, Any]:
     }
 
 
+def stamp_applied_hash(obj: dict[str, Any]) -> None:
+    """Annotate ``obj`` with a hash of its rendered content (:data:`names.ANNOTATION_APPLIED_HASH`).
+
+    Drift detection compares rendered objects as a subset of live ones, which cannot see a field
+    the new render *removed* (a dropped nodeSelector entry, RDMA capability, ...). The hash changes
+    with any rendered change, removals included, so such a child is still re-applied (server-side
+    apply then drops the fields this field manager no longer sets).
+    """
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    obj["metadata"].setdefault("annotations", {})[names.ANNOTATION_APPLIED_HASH] = digest
+
+
 def render(deployment: GLMDeployment) -> Rendered:
     """Check the rules and render every child.
 
@@ -64,9 +79,10 @@ def render(deployment: GLMDeployment) -> Rendered:
         objects += render_role(deployment.name, deployment.namespace, spec, role_name, role)
     objects += render_router(deployment.name, deployment.namespace, spec)
     objects = [copy.deepcopy(obj) for obj in objects]
-    if deployment.uid:
-        for obj in objects:
+    for obj in objects:
+        if deployment.uid:
             obj["metadata"]["ownerReferences"] = [owner_reference(deployment)]
+        stamp_applied_hash(obj)
     return Rendered(
         objects=objects,
         warnings=[f for f in findings if f not in blocking],

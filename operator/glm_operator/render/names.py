@@ -21,6 +21,8 @@ LABEL_POOL: Final = f"{API_GROUP}/pool"
 LABEL_GPU_ENGINE: Final = f"{API_GROUP}/gpu-engine"
 LABEL_LLMD_ROLE: Final = "llm-d.ai/role"
 ANNOTATION_CONFIG_HASH: Final = f"{API_GROUP}/config-hash"
+#: Hash of a child's rendered content; see :func:`glm_operator.render.manifests.stamp_applied_hash`.
+ANNOTATION_APPLIED_HASH: Final = f"{API_GROUP}/applied-hash"
 
 #: ``llm-d.ai/role`` value per engine role (an aggregated engine does both).
 LLMD_ROLES: Final = {"prefill": "prefill", "decode": "decode", "engine": "prefill-decode"}

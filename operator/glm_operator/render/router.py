@@ -239,12 +239,15 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
         "--kv-cache-usage-percentage-metric=vllm:kv_cache_usage_perc",
         "--tracing=false",
     ]
-    if standalone:
-        # Envoy reaches the EPP on localhost inside the pod: plaintext gRPC.
+    if standalone or not epp_spec.secure_serving:
+        # standalone: Envoy reaches the EPP on localhost inside the pod, plaintext gRPC
         args.append("--secure-serving=false")
     if epp_spec.replicas > 1:
         args.append("--ha-enable-leader-election")
-    grpc_probe = {"grpc": {"port": EPP_HEALTH_PORT, "service": "inference-extension"}}
+    # with leader election the EPP serves separate liveness/readiness gRPC health services
+    liveness, readiness = (
+        ("liveness", "readiness") if epp_spec.replicas > 1 else ("inference-extension", "inference-extension")
+    )
     containers: list[dict[str, Any]] = [{
         "name": "epp",
         "image": versions.EPP_IMAGE,
@@ -259,8 +262,12 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
             {"name": "grpc-health", "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},
             {"name": "metrics", "containerPort": EPP_METRICS_PORT, "protocol": "TCP"},
         ],
-        "livenessProbe": {**grpc_probe, "initialDelaySeconds": 5, "periodSeconds": 10},
-        "readinessProbe": {**grpc_probe, "initialDelaySeconds": 5, "periodSeconds": 2},
+        "livenessProbe": {
+            "grpc": {"port": EPP_HEALTH_PORT, "service": liveness}, "initialDelaySeconds": 5, "periodSeconds": 10,
+        },
+        "readinessProbe": {
+            "grpc": {"port": EPP_HEALTH_PORT, "service": readiness}, "initialDelaySeconds": 5, "periodSeconds": 2,
+        },
         "resources": {"requests": {"cpu": "4", "memory": "8Gi"}, "limits": {"memory": "16Gi"}},
         "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": True}],
         "securityContext": _restricted(),
