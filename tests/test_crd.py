@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -36,6 +37,11 @@ def _walk(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
 
 def test_committed_crd_matches_the_models() -> None:
     assert yaml.safe_load(CRD_FILE.read_text()) == build_crd(), "crds/ drifted from the models: run `make crds`"
+
+
+@pytest.mark.parametrize("k8s_version", ["1.31.0", "1.34.0"])
+def test_crd_passes_the_apiextensions_schema(k8s_version: str) -> None:
+    kubernetes_validate.validate(build_crd(), k8s_version, strict=True)
 
 
 def test_crd_identity_and_printer_columns() -> None:

@@ -39,6 +39,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing duplicate mapping keys (kubectl refuses them too)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)  # resolve YAML merge keys (<<) first; they are not duplicates
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -74,18 +75,45 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
     return found
 
 
+class DocumentError(Exception):
+    """One document of a multi-document file is invalid; ``source`` names the file and document."""
+
+    def __init__(self, source: str, error: SpecInvalidError) -> None:
+        super().__init__(source)
+        self.source = source
+        self.error = error
+
+
 def render_documents(path: Path) -> list[Rendered]:
     """Parse and render every GLMDeployment in ``path``.
 
     Raises:
-        InputError, SpecInvalidError.
+        InputError: unreadable file, or the same namespace/name twice.
+        DocumentError: a document is invalid (says which one when there are several).
     """
-    return [render(parse(doc)) for doc in load_documents(path)]
+    docs = load_documents(path)
+    seen: set[tuple[str, str]] = set()
+    results = []
+    for index, doc in enumerate(docs, start=1):
+        raw_meta = doc.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        if key in seen:
+            raise InputError(f"{path}: GLMDeployment {key[0]}/{key[1]} appears twice (document {index})")
+        seen.add(key)
+        try:
+            results.append(render(parse(doc)))
+        except SpecInvalidError as exc:
+            source = f"{path} (document {index}, {key[1] or 'unnamed'})" if len(docs) > 1 else str(path)
+            raise DocumentError(source, exc) from exc
+    return results
 
 
 def print_findings(findings: list[Finding], source: str) -> None:
     """Findings on stderr, one block each: severity, field = value, the problem, the fix."""
-    err.print(escape(f"{source}: {len(findings)} problem(s)"))
+    errors = sum(f.severity == Severity.ERROR for f in findings)
+    label = f"{errors} error(s)" if errors else f"{len(findings)} warning(s)"
+    err.print(escape(f"{source}: {label}"))
     for f in findings:
         style = "red" if f.severity == Severity.ERROR else "yellow"
         value = "(missing)" if f.value is None else repr(f.value)
@@ -95,7 +123,9 @@ def print_findings(findings: list[Finding], source: str) -> None:
 
 
 def _fail(exc: Exception, path: Path) -> typer.Exit:
-    if isinstance(exc, SpecInvalidError):
+    if isinstance(exc, DocumentError):
+        print_findings(exc.error.findings, exc.source)
+    elif isinstance(exc, SpecInvalidError):
         print_findings(exc.findings, str(path))
     else:
         err.print(f"[red]error:[/] {escape(str(exc))}")
@@ -113,7 +143,7 @@ def render_cmd(
         raise typer.Exit(code=2)
     try:
         results = render_documents(file)
-    except (InputError, SpecInvalidError) as exc:
+    except (InputError, DocumentError) as exc:
         raise _fail(exc, file) from None
     objects = [obj for result in results for obj in result.objects]
     for result in results:
@@ -127,12 +157,13 @@ def validate_cmd(file: Annotated[Path, typer.Argument(help="GLMDeployment YAML f
     """Check a GLMDeployment against the schema and every rule; print "valid" or the problems."""
     try:
         results = render_documents(file)
-    except (InputError, SpecInvalidError) as exc:
+    except (InputError, DocumentError) as exc:
         raise _fail(exc, file) from None
     for result in results:
         if result.warnings:
             print_findings(result.warnings, str(file))
-    typer.echo(f"{file}: valid")
+    warnings = sum(len(result.warnings) for result in results)
+    typer.echo(f"{file}: valid" + (f" ({warnings} warning(s) above)" if warnings else ""))
 
 
 @app.command("crd")

@@ -29,7 +29,9 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 
-_DROP_KEYS = {"title", "$defs", "discriminator"}
+#: JSON-schema keywords CRDs do not accept (``propertyNames`` comes from constrained dict keys,
+#: which pydantic still enforces).
+_DROP_KEYS = {"title", "$defs", "discriminator", "propertyNames"}
 
 
 def structural_schema(model_schema: dict[str, Any]) -> dict[str, Any]:

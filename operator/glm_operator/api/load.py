@@ -14,7 +14,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from glm_operator.api.findings import Finding, SpecInvalidError
-from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, GLMDeploymentSpec
+from glm_operator.api.spec import (
+    API_GROUP,
+    API_VERSION,
+    KIND,
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_PATTERN,
+    GLMDeploymentSpec,
+)
 
 #: Child names are ``<name>-prefill``, ``<name>-decode-<ordinal>``, ``<name>-epp`` …; Services need
 #: DNS-1035 labels and the llm-d charts truncate release names to 40 characters.
@@ -72,6 +79,7 @@ def parse(resource: dict[str, Any]) -> GLMDeployment:
         close = difflib.get_close_matches(key, OBJECT_META_FIELDS, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         findings.append(Finding(f"metadata.{key}", metadata[key], "unknown field", f"{hint}remove it"))
+    findings += _check_labels(metadata)
     namespace = metadata.get("namespace")
     if namespace is not None and not (isinstance(namespace, str) and NAMESPACE_PATTERN.match(namespace)):
         findings.append(Finding(
@@ -93,6 +101,7 @@ def parse(resource: dict[str, Any]) -> GLMDeployment:
     if not isinstance(spec_raw, dict):
         findings.append(Finding("spec", spec_raw, "spec is missing", "add spec.model.name and spec.image"))
     else:
+        null_paths = _null_paths(spec_raw, "spec")
         findings.extend(
             Finding(
                 path, None,
@@ -100,12 +109,15 @@ def parse(resource: dict[str, Any]) -> GLMDeployment:
                 "cluster while glmctl would render no value",
                 "remove the field to get the default, or set an explicit value (e.g. enabled: false, or 0 for a pool)",
             )
-            for path in _null_paths(spec_raw, "spec")
+            for path in null_paths
         )
         try:
             spec = GLMDeploymentSpec.model_validate(spec_raw)
         except ValidationError as exc:
-            findings.extend(findings_from_validation_error(exc, GLMDeploymentSpec, prefix="spec"))
+            findings.extend(
+                f for f in findings_from_validation_error(exc, GLMDeploymentSpec, prefix="spec")
+                if f.field not in null_paths  # already reported as an explicit null
+            )
     if findings or spec is None:
         raise SpecInvalidError(findings)
     return GLMDeployment(
@@ -115,6 +127,24 @@ def parse(resource: dict[str, Any]) -> GLMDeployment:
         generation=int(metadata.get("generation") or 0),
         spec=spec,
     )
+
+
+def _check_labels(metadata: dict[str, Any]) -> list[Finding]:
+    """``metadata.labels`` keys/values and ``metadata.annotations`` values the API server accepts."""
+    found = []
+    for key, value in (metadata.get("labels") or {}).items():
+        if not re.match(LABEL_KEY_PATTERN, str(key)) or not isinstance(value, str) or not re.match(
+            LABEL_VALUE_PATTERN, value
+        ):
+            found.append(Finding(
+                f"metadata.labels.{key}", value, "not a valid label",
+                "keys are [prefix/]name (letters, digits, '-', '_', '.'), values at most 63 such characters",
+            ))
+    for key, value in (metadata.get("annotations") or {}).items():
+        if not isinstance(value, str):
+            found.append(Finding(f"metadata.annotations.{key}", value, "annotation values must be strings",
+                                 "quote the value"))
+    return found
 
 
 def _null_paths(node: Any, path: str) -> list[str]:

@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Final
 
 #: Pattern used both by the pydantic model and in the generated CRD (``pattern:``).
-MEMORY_QUANTITY_PATTERN: Final = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+MEMORY_QUANTITY_PATTERN: Final = r"^[0-9]+(\.[0-9]+)?([eE][0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 #: CPU quantities: whole cores or millicores (``32``, ``500m``, ``1.5``).
 CPU_QUANTITY_PATTERN: Final = r"^[0-9]+(\.[0-9]+)?m?$"
 
@@ -21,7 +21,7 @@ _MULTIPLIERS: Final = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
     "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
 }
-_SPLIT = re.compile(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[A-Za-z]*)$")
+_SPLIT = re.compile(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?:[eE](?P<exp>[0-9]+)|(?P<suffix>[A-Za-z]*))$")
 
 GIB: Final = 2**30
 
@@ -40,13 +40,14 @@ def parse_bytes(value: str | int) -> int:
     """
     text = str(value).strip()
     match = _SPLIT.match(text)
-    if match is None or match["suffix"] not in _MULTIPLIERS:
+    if match is None or (match["exp"] is None and match["suffix"] not in _MULTIPLIERS):
         raise QuantityError(
             f"{value!r} is not a Kubernetes memory quantity; write a number with an optional "
             "binary suffix such as '512Gi', '64Gi' or '1Ti'"
         )
     try:
-        amount = Decimal(match["num"]) * _MULTIPLIERS[match["suffix"]]
+        multiplier = 10 ** int(match["exp"]) if match["exp"] is not None else _MULTIPLIERS[match["suffix"]]
+        amount = Decimal(match["num"]) * multiplier
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid decimals
         raise QuantityError(f"{value!r} is not a number") from exc
     return int(amount.to_integral_value(rounding="ROUND_CEILING"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from glm_operator.api.quantity import CPU_QUANTITY_PATTERN, MEMORY_QUANTITY_PATTERN
@@ -53,6 +53,11 @@ DnsName = Annotated[
     StringConstraints(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
 ]
 Port = Annotated[int, Field(ge=1024, le=65535)]
+#: Label/selector key and value syntax (k8s.io/apimachinery validation: qualified names, label values).
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 
 def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
@@ -81,7 +86,13 @@ class SecretKeyRef(_Model):
     """A key in a Secret of the CR's namespace."""
 
     name: DnsName = Field(description="Secret name.")
-    key: str = Field(default="HF_TOKEN", min_length=1, description="Key inside the Secret.")
+    key: str = Field(
+        default="HF_TOKEN",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description="Key inside the Secret.",
+    )
 
 
 class PvcSource(_Model):
@@ -89,8 +100,18 @@ class PvcSource(_Model):
 
     claim_name: DnsName = Field(description="Name of an existing PersistentVolumeClaim.")
     sub_path: str | None = Field(
-        default=None, pattern=r"^[^/].*$", description="Directory inside the volume that holds the checkpoint."
+        default=None,
+        pattern=r"^[^/].*$",
+        max_length=1024,
+        description="Relative directory inside the volume that holds the checkpoint (no '..').",
     )
+
+    @field_validator("sub_path")
+    @classmethod
+    def _no_parent_dirs(cls, value: str | None) -> str | None:
+        if value is not None and ".." in value.split("/"):
+            raise ValueError("subPath must not contain '..' (Kubernetes refuses it)")
+        return value
 
 
 class HuggingFaceSource(_Model):
@@ -115,6 +136,12 @@ class WeightsSource(_Model):
 
     pvc: PvcSource | None = None
     hugging_face: HuggingFaceSource | None = Field(default=None, alias="huggingFace")
+
+    @model_validator(mode="after")
+    def _only_one(self) -> WeightsSource:
+        if self.pvc is not None and self.hugging_face is not None:
+            raise ValueError("set only one of pvc or huggingFace")
+        return self
 
 
 ModelProfileName = Literal["glm-5.3", "glm-5.2", "glm-5.1", "glm-5", "deepseek-v3.2", "kimi-k2.6"]
@@ -190,6 +217,12 @@ class PortsSpec(_Model):
     )
     engine: Port = Field(default=8200, description="Decode vLLM port behind the P/D sidecar.")
 
+    @model_validator(mode="after")
+    def _differ(self) -> PortsSpec:
+        if self.serving == self.engine:
+            raise ValueError("serving and engine must differ")
+        return self
+
 
 # --------------------------------------------------------------------------------------------- roles
 
@@ -241,6 +274,46 @@ class HiSparseSpec(_Model):
     )
 
 
+class KeyRef(_Model):
+    """A key of a Secret or ConfigMap in the CR's namespace."""
+
+    name: DnsName
+    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+    optional: bool | None = None
+
+
+class FieldRef(_Model):
+    """A field of the pod (downward API), e.g. ``status.podIP``."""
+
+    field_path: str = Field(min_length=1, max_length=256)
+    api_version: str | None = None
+
+
+class ResourceFieldRef(_Model):
+    """A resource limit or request of a container (downward API)."""
+
+    resource: str = Field(min_length=1, max_length=256)
+    container_name: str | None = None
+    divisor: str | None = None
+
+
+class EnvVarSource(_Model):
+    """``valueFrom`` of an environment variable: exactly one source."""
+
+    secret_key_ref: KeyRef | None = None
+    config_map_key_ref: KeyRef | None = None
+    field_ref: FieldRef | None = None
+    resource_field_ref: ResourceFieldRef | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EnvVarSource:
+        count = sum(v is not None for v in (self.secret_key_ref, self.config_map_key_ref, self.field_ref,
+                                            self.resource_field_ref))
+        if count != 1:
+            raise ValueError("set exactly one of secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef")
+        return self
+
+
 class EnvVar(_Model):
     """An environment variable: a literal ``value`` or a Kubernetes ``valueFrom`` (secretKeyRef,
     configMapKeyRef, fieldRef, resourceFieldRef), exactly one of them."""
@@ -251,9 +324,7 @@ class EnvVar(_Model):
 
     name: str = Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
     value: str | None = None
-    value_from: dict[str, Any] | None = Field(
-        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
-    )
+    value_from: EnvVarSource | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> EnvVar:
@@ -295,7 +366,7 @@ class RoleSpec(_Model):
     )
     hi_sparse: HiSparseSpec | None = Field(default=None, alias="hiSparse", description="Decode only.")
     resources: RoleResources = Field(default_factory=RoleResources)
-    extra_args: list[str] = Field(
+    extra_args: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = Field(
         default_factory=list, max_length=64, description="Extra vLLM arguments appended last (escape hatch)."
     )
     env: list[EnvVar] = Field(
@@ -378,7 +449,7 @@ class GatewayRef(_Model):
 
     name: DnsName
     namespace: DnsName | None = Field(default=None, description="Default: the CR's namespace.")
-    section_name: str | None = Field(default=None, max_length=253, description="Listener name on the Gateway.")
+    section_name: DnsName | None = Field(default=None, description="Listener name on the Gateway.")
 
 
 class RouterSpec(_Model):
@@ -430,18 +501,47 @@ class KvTransferSpec(_Model):
 # --------------------------------------------------------------------------------------------- scheduling
 
 
+class Toleration(_Model):
+    """A pod toleration (``core/v1`` Toleration)."""
+
+    key: str | None = Field(default=None, max_length=316)
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+#: Keys of ``core/v1`` Affinity and of each of its terms (the terms themselves pass through).
+_AFFINITY_TERMS = frozenset(
+    {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
+)
+AFFINITY_KEYS = {"nodeAffinity": _AFFINITY_TERMS, "podAffinity": _AFFINITY_TERMS, "podAntiAffinity": _AFFINITY_TERMS}
+
+
 class SchedulingSpec(_Model):
     """Pod placement for the engine pods (merged with the GPU node selector and one-engine-per-node)."""
 
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = Field(
-        default_factory=list,
-        json_schema_extra={"items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-    )
+    node_selector: dict[
+        Annotated[str, StringConstraints(max_length=316, pattern=LABEL_KEY_PATTERN)],
+        Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN)],
+    ] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
     affinity: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+        default_factory=dict,
+        description="core/v1 Affinity; its terms are passed through. Our one-engine-per-node anti-affinity is added.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
-    priority_class_name: str | None = Field(default=None, max_length=253)
+    priority_class_name: DnsName | None = None
+
+    @field_validator("affinity")
+    @classmethod
+    def _affinity_keys(cls, affinity: dict[str, Any]) -> dict[str, Any]:
+        for key, value in affinity.items():
+            if key not in AFFINITY_KEYS:
+                raise ValueError(f"{key} is not a field of Affinity; use one of {sorted(AFFINITY_KEYS)}")
+            if not isinstance(value, dict) or not set(value) <= AFFINITY_KEYS[key]:
+                raise ValueError(f"{key} may contain only {sorted(AFFINITY_KEYS[key])}")
+        return affinity
 
 
 # --------------------------------------------------------------------------------------------- spec

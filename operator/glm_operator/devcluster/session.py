@@ -70,6 +70,15 @@ def _report(server_url: str, kubeconfig: Path, cr: dict[str, Any], live: list[di
     console.print(f"  (or export KUBECONFIG={kubeconfig} while this runs)", highlight=False)
 
 
+async def _stop_when_orphaned(stop: asyncio.Event, period: float = 1.0) -> None:
+    """Set ``stop`` once this process is re-parented (its parent, e.g. ``make``, was killed)."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        await asyncio.sleep(period)
+    console.print("parent process gone; stopping")
+    stop.set()
+
+
 async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServer, kubeconfig: Path) -> int:
     import kopf  # noqa: PLC0415
     from kubernetes import client  # noqa: PLC0415
@@ -121,8 +130,11 @@ async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServ
             return 0
         console.print("Operator running; apply more CRs with kubectl. Ctrl-C to stop.")
         # kopf handles SIGINT/SIGTERM itself: it stops the operator task, which ends this session.
+        # `make` does not forward SIGTERM to its children, so also stop when the parent goes away.
+        orphan_watch = asyncio.create_task(_stop_when_orphaned(stop))
         with contextlib.suppress(asyncio.CancelledError):
             await operator
+        orphan_watch.cancel()
         console.print("stopped")
         return 0
     finally:

@@ -14,7 +14,7 @@ from glm_operator.api.findings import Finding, Severity
 from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
 from glm_operator.plan.ports import collisions, role_ports
-from glm_operator.plan.profiles import MODELS
+from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS, MODELS
 
 Rule = Callable[[GLMDeploymentSpec], list[Finding]]
 
@@ -47,10 +47,15 @@ MANAGED_FLAGS: dict[str, str] = {
     "-pp": "pipeline parallelism changes the GPUs per engine; not supported",
     "--data-parallel-size-local": "set parallelism.data (one engine per node)",
     "-dpl": "set parallelism.data (one engine per node)",
-    "--speculative-config.method": "set spec.speculative",
-    "--speculative-config.num-speculative-tokens": "set spec.speculative",
     "-sc": "set spec.speculative",
+    "--spec-method": "set spec.speculative",
+    "--spec-model": "set spec.speculative",
+    "--spec-tokens": "set spec.speculative",
+    "-ep": "set parallelism.expert",
 }
+
+#: Short aliases of flags that :func:`rendered_flags` may own (vLLM ``arg_utils.py``).
+ALIASES: dict[str, str] = {"-O": "--compilation-config", "-ac": "--attention-config"}
 
 
 def rendered_flags(role: RoleSpec) -> dict[str, str]:
@@ -59,7 +64,7 @@ def rendered_flags(role: RoleSpec) -> dict[str, str]:
     if role.hi_sparse is not None and role.hi_sparse.enabled:
         flags["--compilation-config"] = "the operator sets cudagraph_mode FULL_DECODE_ONLY for HiSparse"
     if role.force_sparse_mqa:
-        flags["--attention-config"] = flags["-ac"] = "set forceSparseMQA: false to pass your own attention config"
+        flags["--attention-config"] = "set forceSparseMQA: false to pass your own attention config"
     if role.parallelism.decode_context > 1 and role.dcp_comm_backend is not None:
         flags["--dcp-comm-backend"] = "set dcpCommBackend"
     return flags
@@ -67,13 +72,25 @@ def rendered_flags(role: RoleSpec) -> dict[str, str]:
 
 def normalize_flag(arg: str) -> str:
     """The flag name of one ``extraArgs`` entry as vLLM's parser sees it: text before ``=`` or a
-    space, lower-cased, underscores as dashes, a ``--no-`` negation reduced to the flag itself."""
-    flag = re.split(r"[=\s]", arg.strip(), maxsplit=1)[0].lower()
+    space, without a ``.sub.key`` suffix (vLLM's dotted JSON-config syntax), underscores as dashes,
+    a ``--no-`` negation reduced to the flag itself, short aliases expanded."""
+    flag = re.split(r"[=\s]", arg.strip(), maxsplit=1)[0]
+    flag = flag.split(".", 1)[0] if flag.startswith("-") else flag
     if flag.startswith("--"):
-        flag = "--" + flag[2:].replace("_", "-")
+        flag = "--" + flag[2:].replace("_", "-").lower()
         flag = flag.removeprefix("--no-")
         flag = flag if flag.startswith("-") else "--" + flag
-    return flag
+    return ALIASES.get(flag, flag)
+
+
+def owning_flag(flag: str, owned: dict[str, str]) -> str | None:
+    """The owned flag ``flag`` stands for: itself, or — argparse accepts unambiguous abbreviations of
+    long options — the owned flag it abbreviates."""
+    if flag in owned:
+        return flag
+    if flag.startswith("--") and len(flag) > 4:
+        return next((name for name in owned if name.startswith(flag)), None)
+    return None
 
 #: Environment variables the operator owns on every vLLM container.
 MANAGED_ENV: dict[str, str] = {
@@ -241,6 +258,42 @@ def pool_sizes(spec: GLMDeploymentSpec) -> list[Finding]:
     return out
 
 
+def sanity(spec: GLMDeploymentSpec) -> list[Finding]:
+    """Values that parse but cannot work: tiny engine memory or /dev/shm, all scorers off, a node
+    selector that contradicts ``gpu.product``; and a warning when NIXL has no RDMA device."""
+    out = []
+    for name, role in _roles(spec):
+        for field, size in (("memory", role.resources.memory), ("shm", role.resources.shm)):
+            if parse_bytes(size) < GIB:
+                out.append(Finding(
+                    f"spec.{name}.resources.{field}", size,
+                    "an engine loading a ~750 GB checkpoint with NCCL needs far more" if field == "memory"
+                    else "NCCL needs /dev/shm (llm-d guides use 16–20 GiB)",
+                    "use at least 1Gi (defaults: memory 256Gi, shm 32Gi)",
+                ))
+    weights = spec.router.endpoint_picker.scorers
+    if weights.prefix_cache == weights.queue == weights.kv_cache_utilization == 0:
+        out.append(Finding(
+            "spec.router.endpointPicker.scorers", "all 0", "with every scorer weight 0 the router picks blindly",
+            "give at least one scorer a positive weight (defaults: prefixCache 2, queue 1, kvCacheUtilization 1)",
+        ))
+    if GPU_PRODUCT_LABEL in spec.scheduling.node_selector:
+        out.append(Finding(
+            "spec.scheduling.nodeSelector", {GPU_PRODUCT_LABEL: spec.scheduling.node_selector[GPU_PRODUCT_LABEL]},
+            f"{GPU_PRODUCT_LABEL} is set from spec.gpu.product; a second value would override it silently",
+            f"remove it and set spec.gpu.product (one of {sorted(GPUS)})",
+        ))
+    if spec.mode == "disaggregated" and spec.kv_transfer.rdma is None:
+        out.append(Finding(
+            "spec.kvTransfer.rdma", None,
+            "no RDMA device is requested: NIXL/UCX moves the KV cache between nodes over TCP unless the pods "
+            "see RDMA devices some other way",
+            "set kvTransfer.rdma (e.g. resource: rdma/ib) where the cluster has an RDMA device plugin",
+            Severity.WARNING,
+        ))
+    return out
+
+
 def model_limits(spec: GLMDeploymentSpec) -> list[Finding]:
     """Context, block size, MTP and sparse-MQA settings the model profile allows; the model name
     must not belong to another profile's family."""
@@ -308,8 +361,8 @@ def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
     for name, role in _roles(spec):
         owned = {**MANAGED_FLAGS, **rendered_flags(role)}
         for i, arg in enumerate(role.extra_args):
-            flag = normalize_flag(arg)
-            if flag in owned:
+            flag = owning_flag(normalize_flag(arg), owned)
+            if flag is not None:
                 out.append(Finding(
                     f"spec.{name}.extraArgs[{i}]", arg, f"{flag} is rendered by the operator",
                     f"remove it: {owned[flag]}",
@@ -366,6 +419,7 @@ RULES: tuple[Rule, ...] = (
     parallel_layout,
     hisparse_placement,
     pool_sizes,
+    sanity,
     model_limits,
     pd_consistency,
     escape_hatches,

@@ -80,10 +80,10 @@ def merge_env(managed: list[dict[str, Any]], role: RoleSpec) -> list[dict[str, A
     merged = {entry["name"]: entry for entry in managed}
     for e in role.env:
         entry: dict[str, Any] = {"name": e.name}
-        if e.value_from is not None:
-            entry["valueFrom"] = e.value_from
-        elif e.value:
+        if e.value_from is None and e.value:
             entry["value"] = e.value
+        if e.value_from is not None:
+            entry["valueFrom"] = e.value_from.model_dump(by_alias=True, exclude_none=True)
         merged[e.name] = entry
     return list(merged.values())
 
@@ -211,16 +211,23 @@ def _affinity(spec: GLMDeploymentSpec) -> dict[str, Any]:
     return affinity
 
 
+def _tolerations(spec: GLMDeploymentSpec) -> list[dict[str, Any]]:
+    """The GPU taint toleration plus the user's, without duplicates."""
+    tolerations: list[dict[str, Any]] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    for toleration in spec.scheduling.tolerations:
+        entry = toleration.model_dump(by_alias=True, exclude_none=True)
+        if entry not in tolerations:
+            tolerations.append(entry)
+    return tolerations
+
+
 def _pod_spec(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts) -> dict[str, Any]:
     node_selector = {GPU_PRODUCT_LABEL: GPUS[spec.gpu.product].node_label_value, **spec.scheduling.node_selector}
     pod: dict[str, Any] = {
         "containers": [_vllm_container(spec, role_name, role, ports)],
         "volumes": _volumes(spec, role)[0],
         "nodeSelector": node_selector,
-        "tolerations": [
-            {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
-            *spec.scheduling.tolerations,
-        ],
+        "tolerations": _tolerations(spec),
         "affinity": _affinity(spec),
         "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         # Service links inject e.g. VLLM_PORT for a Service named "vllm", which vLLM misreads.

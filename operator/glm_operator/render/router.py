@@ -21,6 +21,7 @@ import yaml
 from glm_operator import versions
 from glm_operator.api.spec import GLMDeploymentSpec
 from glm_operator.render import names
+from glm_operator.render.engine_args import max_model_len
 
 EPP_GRPC_PORT = 9002
 EPP_HEALTH_PORT = 9003
@@ -41,7 +42,9 @@ def epp_config(spec: GLMDeploymentSpec) -> dict[str, Any]:
     (prefill: prefill-filter + prefix-cache + queue; decode: decode-filter + prefix-cache + queue +
     kv-cache-utilization). Aggregated: ``single-profile-handler`` with one profile.
     The prefix producer hashes blocks of ``kvCache.blockSize`` tokens like the engines, with
-    ``autoTune: false`` (auto-tune left the producer unpopulated in llm-d v0.8, modelplane PR #175).
+    ``autoTune: false`` (auto-tune left the producer unpopulated in llm-d v0.8, modelplane PR #175),
+    and matches prefixes up to ``maxModelLen`` tokens (agentic prompts share prefixes far beyond the
+    default 131,072).
     """
     weights = spec.router.endpoint_picker.scorers
     decider = spec.router.endpoint_picker.pd_decider
@@ -51,7 +54,7 @@ def epp_config(spec: GLMDeploymentSpec) -> dict[str, Any]:
             "parameters": {
                 "autoTune": False,
                 "blockSizeTokens": spec.kv_cache.block_size,
-                "maxPrefixTokensToMatch": 131072,
+                "maxPrefixTokensToMatch": max_model_len(spec),
                 "lruCapacityPerServer": 31250,
             },
         },
