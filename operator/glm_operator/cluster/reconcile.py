@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +27,7 @@ from glm_operator.api.findings import Finding, SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
 from glm_operator.cluster.drift import is_subset, object_key
-from glm_operator.cluster.kinds import CHILD_KINDS, decode, kind_of
+from glm_operator.cluster.kinds import CHILD_KINDS, ChildKind, decode, kind_of
 from glm_operator.observe import status as observe
 from glm_operator.render import names
 from glm_operator.render.manifests import render
@@ -104,21 +105,26 @@ def write_status(api: client.ApiClient, body: dict[str, Any], new: dict[str, Any
     return True
 
 
+#: The child LISTs of one reconcile run concurrently (one round trip instead of nine).
+_LIST_POOL = ThreadPoolExecutor(max_workers=len(CHILD_KINDS), thread_name_prefix="glm-list")
+
+
+def _list_kind(api: client.ApiClient, kind: ChildKind, namespace: str, selector: str) -> list[dict[str, Any]]:
+    try:
+        return kind.list(api, namespace, selector)
+    except ApiException as exc:
+        # A CRD (Gateway API's HTTPRoute, GAIE's InferencePool) may not be installed; that only
+        # matters when the spec wants an object of that kind, and then its apply fails with
+        # Degraded/ApplyFailed naming the missing CRD.
+        if exc.status == 404:
+            return []
+        raise
+
+
 def _list_children(api: client.ApiClient, namespace: str, cr_name: str) -> dict[tuple[str, str, str], dict[str, Any]]:
-    live: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for kind in CHILD_KINDS:
-        try:
-            items = kind.list(api, namespace, child_selector(cr_name))
-        except ApiException as exc:
-            # A CRD (Gateway API's HTTPRoute, GAIE's InferencePool) may not be installed; that only
-            # matters when the spec wants an object of that kind, and then the apply says so.
-            # A wanted kind's 404 surfaces when its apply fails, as Degraded/ApplyFailed with the fix.
-            if exc.status == 404:
-                continue
-            raise
-        for item in items:
-            live[object_key(item)] = item
-    return live
+    selector = child_selector(cr_name)
+    batches = _LIST_POOL.map(lambda kind: _list_kind(api, kind, namespace, selector), CHILD_KINDS)
+    return {object_key(item): item for batch in batches for item in batch}
 
 
 def _owned_by(obj: dict[str, Any], uid: str) -> bool:
