@@ -404,8 +404,13 @@ def port_plan(spec: GLMDeploymentSpec) -> list[Finding]:
         for first, clash in collisions(plan):
             culprit = clash if clash.field.startswith("spec.") else first
             other = first if culprit is clash else clash
+            field_values = {
+                "spec.ports.serving": spec.ports.serving,
+                "spec.ports.engine": spec.ports.engine,
+                "spec.kvTransfer.sideChannelBasePort": spec.kv_transfer.side_channel_base_port,
+            }
             out.append(Finding(
-                culprit.field, culprit.port,
+                culprit.field, field_values.get(culprit.field, culprit.port),
                 f"port {clash.port} of the {name} pod is used twice: {first.name or first.field} "
                 f"({first.container}) and {clash.name or clash.field} ({clash.container}); the NIXL side "
                 f"channel takes {len(plan.nixl)} ports from the base",
