@@ -6,7 +6,8 @@ The pydantic JSON schema is turned into a Kubernetes *structural* OpenAPI v3 sch
 - every ``$ref`` is inlined (CRDs do not allow ``$ref``);
 - ``X | None`` (``anyOf`` with ``null``) becomes ``X`` — optional fields are simply omitted;
 - ``const`` becomes a one-value ``enum``; ``title`` and ``additionalProperties: false`` are dropped
-  (the API server prunes unknown fields; ``glmctl validate`` reports them);
+  (the API server prunes unknown fields; ``glmctl validate`` reports them); ``patternProperties``
+  (constrained map keys) becomes ``additionalProperties`` — CRDs reject it, pydantic still checks keys;
 - only scalar, non-null defaults are kept, so ``kubectl explain`` and printer columns see them;
 - ``x-kubernetes-validations`` (CEL) and ``x-kubernetes-preserve-unknown-fields`` pass through.
 """
@@ -73,6 +74,10 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str,
             out["description"] = str(value).replace("``", "")
         elif key == "items":
             out["items"] = _convert(value, defs, f"{path}[]")
+        elif key == "patternProperties":
+            # CRDs reject patternProperties (from constrained dict keys); keys stay checked by pydantic.
+            (value_schema,) = value.values()
+            out["additionalProperties"] = _convert(value_schema, defs, f"{path}{{}}")
         elif key == "additionalProperties":
             if isinstance(value, dict) and value:
                 out["additionalProperties"] = _convert(value, defs, f"{path}{{}}")

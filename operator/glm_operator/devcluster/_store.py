@@ -1,5 +1,7 @@
 """The object store behind the emulator: creates, patches, replaces, deletes, GC and CRDs.
 
+Custom resources of a CRD with a schema are pruned and defaulted on every write (:mod:`._schema`).
+
 :class:`StoreEmulator` extends kmock 0.8's ``KubernetesEmulator`` (pinned: it uses the private
 ``_objects``, ``_resources``, ``_lock`` and ``_buses`` fields and ``kmock._internal.aiobus``);
 :class:`glm_operator.devcluster.emulator.Emulator` adds the HTTP side on top of it.
@@ -20,7 +22,7 @@ import kmock
 import yaml
 from kmock._internal import aiobus, rendering
 
-from glm_operator.devcluster import _kube
+from glm_operator.devcluster import _kube, _schema
 
 CRD_RESOURCE: Final = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -82,6 +84,8 @@ class StoreEmulator(kmock.KubernetesEmulator):
     """kmock's emulator with apiserver write semantics; :meth:`_mutate` applies one write request."""
 
     _last_rv: int = attrs.field(default=999, init=False)
+    #: The structural schema of each custom resource declared by a live CRD (see :mod:`._schema`).
+    _schemas: dict[kmock.resource, _schema.Schema] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -124,7 +128,7 @@ class StoreEmulator(kmock.KubernetesEmulator):
         if self._live((res, namespace, name)) is not None:
             raise error(409, f'{self._kind_name(res)} "{name}" already exists',
                         reason="AlreadyExists", name=name, kind=res.plural)
-        obj = self._stamp_new(res, info, namespace, name, body)
+        obj = self._coerce(res, None, self._stamp_new(res, info, namespace, name, body))
         if request.params.get("dryRun") != "All":
             await self._store_new((res, namespace, name), obj)
         return Outcome(obj, created=True)
@@ -141,7 +145,7 @@ class StoreEmulator(kmock.KubernetesEmulator):
                 raise self._not_found(key)
             if body["metadata"].get("name") not in (None, "", key[2]):
                 raise error(400, "the name of the object does not match the name on the URL")
-            obj = self._stamp_new(res, info, key[1], key[2], body)
+            obj = self._coerce(res, None, self._stamp_new(res, info, key[1], key[2], body))
             if request.params.get("dryRun") != "All":
                 await self._store_new(key, obj)
             return Outcome(obj, created=True)
@@ -158,7 +162,7 @@ class StoreEmulator(kmock.KubernetesEmulator):
             raise error(400, f"unsupported patch body for content type {content_type!r}")
         if not isinstance(patched, dict):
             raise error(422, "the patch does not result in an object")
-        new = self._restrict(res, sub, current, patched)
+        new = self._coerce(res, sub, self._restrict(res, sub, current, patched))
         if request.params.get("dryRun") == "All":
             return Outcome(new)
         return Outcome(await self._commit(key, sub, current, new))
@@ -173,7 +177,7 @@ class StoreEmulator(kmock.KubernetesEmulator):
         if body["metadata"].get("name") not in (None, "", key[2]):
             raise error(400, "the name of the object does not match the name on the URL")
         self._check_precondition(body, current)
-        new = self._restrict(res, sub, current, body)
+        new = self._coerce(res, sub, self._restrict(res, sub, current, body))
         if request.params.get("dryRun") == "All":
             return Outcome(new)
         return Outcome(await self._commit(key, sub, current, new))
@@ -280,9 +284,13 @@ class StoreEmulator(kmock.KubernetesEmulator):
                 del self._resources[res]
         for res, info in declared.items():
             self._resources[res] = info
+        for res in _schema.crd_schemas(old):
+            self._schemas.pop(res, None)
+        self._schemas.update(_schema.crd_schemas(crd))
 
     async def _undeclare_crd(self, crd: dict[str, Any]) -> None:
         for res in _kube.crd_resources(crd):
+            self._schemas.pop(res, None)
             if res in self._resources:
                 del self._resources[res]
             for key, obj in list(self._objects.items()):
@@ -365,6 +373,18 @@ class StoreEmulator(kmock.KubernetesEmulator):
         if res == CRD_RESOURCE:
             body["status"] = _kube.crd_status(body)
         return body
+
+    def _coerce(self, res: kmock.resource, sub: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        """Prune and default a custom resource by its CRD's schema (only ``.status`` for ``/status``).
+
+        Objects of resources without a CRD schema (all built-ins) are returned unchanged.
+        """
+        schema = self._schemas.get(res)
+        if schema is None:
+            return obj
+        if sub == "status":
+            return _schema.coerce_field(obj, schema, "status")
+        return _schema.coerce(obj, schema)
 
     def _restrict(self, res: kmock.resource, sub: str | None, old: dict[str, Any],
                   patched: dict[str, Any]) -> dict[str, Any]:

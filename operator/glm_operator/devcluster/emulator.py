@@ -21,7 +21,10 @@ What it adds to stock kmock 0.8 (``reference/testing-here.md`` §1.2–1.4 lists
   keep the stored ``.status`` (for every resource whose discovery lists ``status``);
 - DELETE with finalizers (``deletionTimestamp`` first, removal when they are gone), DELETE-collection,
   and the garbage collector's background cascade over ``ownerReferences[].uid``;
-- a ``CustomResourceDefinition`` declares (and on deletion undeclares) its served versions;
+- a ``CustomResourceDefinition`` declares (and on deletion undeclares) its served versions, and
+  every write of their custom resources (create, PUT, every patch, server-side apply, ``/status``
+  for ``.status`` only) goes through the version's structural schema: unknown fields pruned,
+  non-nullable nulls dropped, defaults applied, ``metadata`` reduced to ObjectMeta (see :mod:`._schema`);
 - LIST with ``kind``/``apiVersion``/numeric ``resourceVersion``; LIST and WATCH honour
   ``labelSelector`` and ``fieldSelector``; WATCH replays only events newer than ``?resourceVersion=``,
   ends after ``timeoutSeconds``, and is served as ``application/json``;
@@ -30,8 +33,9 @@ What it adds to stock kmock 0.8 (``reference/testing-here.md`` §1.2–1.4 lists
   (plus Ready for StatefulSets and Deployments), and ``?includeObject=`` (see :mod:`._tables`);
 - :attr:`Emulator.request_log`, :meth:`Emulator.write_requests`, :meth:`Emulator.inject_failure`.
 
-Not emulated: admission, schema validation/pruning/defaulting, field managers, RBAC, controllers
-(a StatefulSet never gets Pods or status unless a test patches ``.../status``), BOOKMARK events.
+Not emulated: admission, schema validation (types, enums, patterns, ``required``, CEL), defaulting of
+stored objects on read after a CRD change, field managers, RBAC, controllers (a StatefulSet never gets
+Pods or status unless a test patches ``.../status``), BOOKMARK events.
 
 kmock is pinned ``==0.8`` because this module uses its private parts: ``kmock._internal.aiobus``
 (``Bus`` internals), ``kmock._internal.rendering`` (``Request``, ``StreamingError``), the emulator's
