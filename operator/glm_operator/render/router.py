@@ -288,7 +288,7 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
             "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5},
             "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
             "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": True}],
-            "securityContext": _restricted(),
+            "securityContext": _restricted(read_only_root=False),
         })
 
     epp_selector = {names.LABEL_DEPLOYMENT: cr_name, "app.kubernetes.io/component": "router"}
@@ -384,10 +384,14 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
     return objects
 
 
-def _restricted() -> dict[str, Any]:
-    return {
+def _restricted(read_only_root: bool = True) -> dict[str, Any]:
+    """Pod Security "restricted" container settings. Envoy keeps a writable root filesystem: its
+    hot-restart and admin paths may write, and the llm-d charts do not make it read-only."""
+    context: dict[str, Any] = {
         "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
     }
+    if read_only_root:
+        context["readOnlyRootFilesystem"] = True
+    return context
