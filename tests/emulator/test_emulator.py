@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import pathlib
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,9 +27,9 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from glm_operator.devcluster.emulator import Emulator, EmulatorServer, write_kubeconfig
+from tests.emulator.conftest import KUBECTL, kubectl
 
 NS = "default"
-KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
 
 WIDGET_CRD: dict[str, Any] = {
@@ -91,12 +89,6 @@ def status_of(call: Callable[[], Any]) -> int:
 
 
 @pytest.fixture
-def srv() -> Iterator[EmulatorServer]:
-    with EmulatorServer(host="127.0.0.1", port=0) as server:
-        yield server
-
-
-@pytest.fixture
 def api(srv: EmulatorServer) -> Iterator[client.ApiClient]:
     with client.ApiClient(client.Configuration(host=srv.url)) as api_client:
         yield api_client
@@ -110,21 +102,6 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 @pytest.fixture
 def apps(api: client.ApiClient) -> client.AppsV1Api:
     return client.AppsV1Api(api)
-
-
-@pytest.fixture
-def kubectl_env(tmp_path: pathlib.Path, srv: EmulatorServer) -> dict[str, str]:
-    kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, srv.url)
-    return {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(tmp_path / "kube-cache")}
-
-
-def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
-    assert KUBECTL is not None
-    done = subprocess.run([KUBECTL, *args], env=env, input=stdin, capture_output=True, text=True,
-                          timeout=30, check=False)
-    assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
-    return done.stdout
 
 
 # -- create, identity, generateName ----------------------------------------------------------------

@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import pathlib
-import shutil
-import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
 from glm_operator.devcluster import _tables
-from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig
+from glm_operator.devcluster.emulator import EmulatorServer
+from tests.emulator.conftest import KUBECTL, kubectl
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
 TABLE_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io, "
                 "application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json")
@@ -195,12 +191,6 @@ def test_builtin_columns_and_include_object() -> None:
 # -- over HTTP ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def srv() -> Iterator[EmulatorServer]:
-    with EmulatorServer(host="127.0.0.1", port=0) as server:
-        yield server
-
-
 def http(srv: EmulatorServer, method: str, path: str, body: Any = None, *,
          accept: str = "application/json") -> Any:
     """One JSON request to the emulator; the decoded JSON answer."""
@@ -246,22 +236,6 @@ def test_get_list_and_watch_negotiate_tables(srv: EmulatorServer) -> None:
 
 
 # -- real kubectl --------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def kubectl_env(tmp_path: pathlib.Path, srv: EmulatorServer) -> dict[str, str]:
-    kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, srv.url)
-    return {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(tmp_path / "kube-cache")}
-
-
-def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
-    """Run kubectl; its stdout (fail the test on a non-zero exit)."""
-    assert KUBECTL is not None
-    done = subprocess.run([KUBECTL, *args], env=env, input=stdin, capture_output=True, text=True,
-                          timeout=30, check=False)
-    assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
-    return done.stdout
 
 
 def table_of(output: str) -> tuple[list[str], list[list[str]]]:
