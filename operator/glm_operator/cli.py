@@ -39,6 +39,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing duplicate mapping keys (kubectl refuses them too)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """Build a mapping; raises ``ConstructorError`` naming a duplicate key and its line."""
         self.flatten_mapping(node)  # resolve YAML merge keys (<<) first; they are not duplicates
         seen: set[Any] = set()
         for key_node, _ in node.value:

@@ -82,6 +82,7 @@ class _Requirement:
     values: frozenset[str] = frozenset()
 
     def matches(self, labels: Mapping[str, Any]) -> bool:
+        """Whether ``labels`` satisfy this one requirement."""
         present = self.key in labels
         value = str(labels[self.key]) if present else None
         match self.operator:

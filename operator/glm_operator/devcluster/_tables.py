@@ -317,6 +317,7 @@ def _jsonpath_cell(column_type: str, path: str) -> Cell:
         return lambda obj, now: None
 
     def cell(obj: Mapping[str, Any], now: datetime.datetime) -> Any:
+        """The column's cell for ``obj`` (``None`` when the path finds nothing)."""
         found = _evaluate([obj], steps)
         return cell_value(column_type, found[0], now) if found else None
 

@@ -341,6 +341,7 @@ class Emulator(StoreEmulator):
                                       self._crd_of(res))
 
         def render(objects: list[dict[str, Any]], resource_version: str | None) -> dict[str, Any]:
+            """A Table of ``objects`` with the negotiated columns and version."""
             return _tables.build_table(objects, columns, version=version, include_object=include,
                                        resource_version=resource_version)
 
