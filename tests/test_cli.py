@@ -79,3 +79,21 @@ def test_readme_documents_the_pinned_tuple_and_the_two_commands() -> None:
     assert "make run" in head and "make test" in head
     for component, value in versions.version_table():
         assert f"| {component} | `{value}` |" in readme, component
+
+
+def test_namespace_option_places_crs_without_one(tmp_path: Path) -> None:
+    cr = yaml.safe_load((EXAMPLES / "glm-5.3-pd.yaml").read_text())
+    del cr["metadata"]["namespace"]
+    path = tmp_path / "cr.yaml"
+    path.write_text(yaml.safe_dump(cr))
+    result = runner.invoke(app, ["render", str(path), "-n", "serving"])
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert {d["metadata"]["namespace"] for d in docs} == {"serving"}
+    epp = next(d for d in docs if d["kind"] == "Deployment")
+    assert "--pool-namespace=serving" in epp["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_namespace_option_conflicting_with_the_cr_is_an_error() -> None:
+    result = runner.invoke(app, ["validate", SEED, "--namespace", "other"])
+    assert result.exit_code == 1 and "namespace 'default'" in result.output

@@ -85,14 +85,29 @@ class DocumentError(Exception):
         self.error = error
 
 
-def render_documents(path: Path) -> list[Rendered]:
+def render_documents(path: Path, namespace: str | None = None) -> list[Rendered]:
     """Parse and render every GLMDeployment in ``path``.
 
+    ``namespace`` (like ``kubectl -n``) applies to documents without ``metadata.namespace``; a
+    document in another namespace is an error. Without it, such documents use ``default``.
+
     Raises:
-        InputError: unreadable file, or the same namespace/name twice.
+        InputError: unreadable file, the same namespace/name twice, or a namespace conflict.
         DocumentError: a document is invalid (says which one when there are several).
     """
     docs = load_documents(path)
+    if namespace is not None:
+        for doc in docs:
+            meta = doc.setdefault("metadata", {})
+            if not isinstance(meta, dict):
+                continue  # parse() reports the malformed metadata
+            current = meta.get("namespace")
+            if current not in (None, namespace):
+                raise InputError(
+                    f"{path}: {meta.get('name')} is in namespace {current!r}, not {namespace!r} (--namespace); "
+                    "remove one of them"
+                )
+            meta["namespace"] = namespace
     seen: set[tuple[str, str]] = set()
     results = []
     for index, doc in enumerate(docs, start=1):
@@ -133,17 +148,24 @@ def _fail(exc: Exception, path: Path) -> typer.Exit:
     return typer.Exit(code=1)
 
 
+NamespaceOption = Annotated[
+    str | None,
+    typer.Option("--namespace", "-n", help="Namespace for CRs that set none (default: default), as kubectl -n."),
+]
+
+
 @app.command("render")
 def render_cmd(
     file: Annotated[Path, typer.Argument(help="GLMDeployment YAML file, or - for stdin.")],
     output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+    namespace: NamespaceOption = None,
 ) -> None:
     """Print every manifest the operator would apply (no cluster needed; for GitOps)."""
     if output not in {"yaml", "json"}:
         err.print(f"[red]error:[/] --output must be yaml or json, not {escape(repr(output))}")
         raise typer.Exit(code=2)
     try:
-        results = render_documents(file)
+        results = render_documents(file, namespace)
     except (InputError, DocumentError) as exc:
         raise _fail(exc, file) from None
     objects = [obj for result in results for obj in result.objects]
@@ -154,10 +176,13 @@ def render_cmd(
 
 
 @app.command("validate")
-def validate_cmd(file: Annotated[Path, typer.Argument(help="GLMDeployment YAML file, or - for stdin.")]) -> None:
+def validate_cmd(
+    file: Annotated[Path, typer.Argument(help="GLMDeployment YAML file, or - for stdin.")],
+    namespace: NamespaceOption = None,
+) -> None:
     """Check a GLMDeployment against the schema and every rule; print "valid" or the problems."""
     try:
-        results = render_documents(file)
+        results = render_documents(file, namespace)
     except (InputError, DocumentError) as exc:
         raise _fail(exc, file) from None
     for result in results:
