@@ -98,16 +98,16 @@ def render_documents(path: Path, namespace: str | None = None) -> list[Rendered]
     docs = load_documents(path)
     if namespace is not None:
         for doc in docs:
-            meta = doc.setdefault("metadata", {})
-            if not isinstance(meta, dict):
+            doc_meta = doc.setdefault("metadata", {})
+            if not isinstance(doc_meta, dict):
                 continue  # parse() reports the malformed metadata
-            current = meta.get("namespace")
+            current = doc_meta.get("namespace")
             if current not in (None, namespace):
                 raise InputError(
-                    f"{path}: {meta.get('name')} is in namespace {current!r}, not {namespace!r} (--namespace); "
+                    f"{path}: {doc_meta.get('name')} is in namespace {current!r}, not {namespace!r} (--namespace); "
                     "remove one of them"
                 )
-            meta["namespace"] = namespace
+            doc_meta["namespace"] = namespace
     seen: set[tuple[str, str]] = set()
     results = []
     for index, doc in enumerate(docs, start=1):
