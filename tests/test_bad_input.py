@@ -61,12 +61,9 @@ def test_extra_args_cannot_override_rendered_flags(arg: str) -> None:
     assert any(f.field == "spec.prefill.extraArgs[0]" for f in found), found
 
 
-def test_compilation_config_is_owned_where_hisparse_needs_it() -> None:
+def test_compilation_config_is_free_where_the_operator_does_not_render_it() -> None:
     cr = _seed()
-    cr["spec"]["decode"]["extraArgs"] = ["--compilation-config={}"]
-    assert any(f.field == "spec.decode.extraArgs[0]" for f in _findings(cr))
-    cr = _seed()
-    cr["spec"]["prefill"]["extraArgs"] = ['--compilation-config={"cudagraph_mode":"PIECEWISE"}']
+    cr["spec"]["decode"]["extraArgs"] = ['--compilation-config={"cudagraph_mode":"FULL_AND_PIECEWISE"}']
     assert render(parse(cr)).objects
 
 

@@ -80,7 +80,7 @@ def test_valid_examples_pass_every_rule(example: Path) -> None:
 @pytest.mark.parametrize(
     ("example", "path", "message"),
     [
-        ("pcp-with-dp.yaml", ".spec.prefill.parallelism", "PCP > 1 does not support data parallelism"),
+        ("pcp-with-dp.yaml", ".spec.prefill.parallelism", "PCP > 1 with data parallelism is not supported"),
         ("pcp-dcp-not-allowed.yaml", ".spec.prefill.parallelism", "decodeContext must be 1, prefillContext or"),
         ("pcp1-tensor-not-multiple-of-dcp.yaml", ".spec.engine.parallelism", "tensor must be a multiple"),
         ("aggregated-with-decode-fields.yaml", ".spec", "mode aggregated has one role"),

@@ -55,11 +55,11 @@ def test_only_the_changed_child_gets_a_new_hash() -> None:
 
 def test_user_env_overrides_unprotected_defaults_without_duplicates() -> None:
     cr = _seed()
-    cr["spec"]["decode"]["env"] = [{"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"}]
-    env = _vllm(_objects(cr), "glm-5-3-decode")["env"]
+    cr["spec"]["prefill"]["env"] = [{"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "300"}]
+    env = _vllm(_objects(cr), "glm-5-3-prefill")["env"]
     names = [e["name"] for e in env]
     assert len(names) == len(set(names))
-    assert {"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"} in env
+    assert {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "300"} in env
 
 
 def test_duplicate_env_names_are_refused() -> None:

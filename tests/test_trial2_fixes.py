@@ -43,18 +43,18 @@ def _set(cr: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "arg",
     [
-        "--compilation-config.cudagraph_mode=NONE",
+        "--attention-config.sparse_mla_force_mqa=false",
         "--kv-transfer-config.kv_role=kv_both",
         "--speculative-config.model=foo",
         "-sc.num_speculative_tokens=9",
         "-ep",
-        "-O.cudagraph_mode=NONE",
+        "-ac.sparse_mla_force_mqa=false",
         "--block-siz=16",
     ],
 )
 def test_dotted_short_and_abbreviated_flags_are_managed(arg: str) -> None:
-    cr = _set(_seed(), "spec.decode.extraArgs", [arg])
-    assert any(f.field == "spec.decode.extraArgs[0]" for f in _findings(cr))
+    cr = _set(_seed(), "spec.prefill.extraArgs", [arg])
+    assert any(f.field == "spec.prefill.extraArgs[0]" for f in _findings(cr))
 
 
 def test_empty_extra_arg_is_refused() -> None:

@@ -237,7 +237,7 @@ class ParallelismSpec(_Model):
 
     model_config = ConfigDict(
         json_schema_extra=_cel(
-            ("self.prefillContext == 1 || self.data == 1", "PCP > 1 does not support data parallelism (vLLM)"),
+            ("self.prefillContext == 1 || self.data == 1", "PCP > 1 with data parallelism is not supported"),
             (
                 "self.prefillContext > 1 || self.tensor % self.decodeContext == 0",
                 "with prefillContext 1, tensor must be a multiple of decodeContext",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from glm_operator.api.findings import Finding, Severity
 from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
+from glm_operator.plan.layout import needs_eager_pcp
 from glm_operator.plan.ports import collisions, role_ports
 from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS, MODELS
 
@@ -52,17 +53,25 @@ MANAGED_FLAGS: dict[str, str] = {
     "--spec-model": "set spec.speculative",
     "--spec-tokens": "set spec.speculative",
     "-ep": "set parallelism.expert",
+    "--shutdown-timeout": "the operator drains for 90 s within the pod's 120 s grace period",
 }
 
 #: Short aliases of flags that :func:`rendered_flags` may own (vLLM ``arg_utils.py``).
 ALIASES: dict[str, str] = {"-O": "--compilation-config", "-ac": "--attention-config"}
 
 
-def rendered_flags(role: RoleSpec) -> dict[str, str]:
-    """Flags the renderer emits for this role only (beyond :data:`MANAGED_FLAGS`), with the fix."""
+def rendered_flags(spec: GLMDeploymentSpec, role: RoleSpec) -> dict[str, str]:
+    """Flags the renderer emits or depends on for this role only (beyond :data:`MANAGED_FLAGS`), with the fix.
+
+    HiSparse in vLLM 0.32.0 requires the hybrid KV cache manager and ``--scheduler-reserve-full-isl``
+    (``VllmConfig.__post_init__``), so switching either off is refused.
+    """
     flags = {}
     if role.hi_sparse is not None and role.hi_sparse.enabled:
-        flags["--compilation-config"] = "the operator sets cudagraph_mode FULL_DECODE_ONLY for HiSparse"
+        flags["--disable-hybrid-kv-cache-manager"] = "HiSparse requires the hybrid KV cache manager"
+        flags["--scheduler-reserve-full-isl"] = "HiSparse requires --scheduler-reserve-full-isl (the default)"
+    if needs_eager_pcp(spec, role):
+        flags["--compilation-config"] = "sparse-MLA PCP without DCP runs with cudagraph_mode NONE (set by the operator)"
     if role.force_sparse_mqa:
         flags["--attention-config"] = "set forceSparseMQA: false to pass your own attention config"
     if role.parallelism.decode_context > 1 and role.dcp_comm_backend is not None:
@@ -119,9 +128,17 @@ def parallel_layout(spec: GLMDeploymentSpec) -> list[Finding]:
         if p.prefill_context > 1 and p.data > 1:
             out.append(Finding(
                 f"{base}.data", p.data,
-                f"vLLM rejects prefill context parallelism (prefillContext={p.prefill_context}) together with "
-                "data parallelism: 'PCP does not support data parallelism yet'",
+                f"prefill context parallelism (prefillContext={p.prefill_context}) with data parallelism is not "
+                "supported: vLLM up to 0.29 refuses it ('PCP does not support data parallelism yet') and the "
+                "pinned 0.32.0 has no tested PCP×DP path",
                 "set data: 1 (scale with replicas) or prefillContext: 1",
+            ))
+        if p.prefill_context > 1 and p.decode_context > 1 and not MODELS[spec.model.profile].sparse_mla:
+            out.append(Finding(
+                f"{base}.decodeContext", p.decode_context,
+                f"vLLM 0.32.0 runs PCP together with DCP for sparse MLA models only; {spec.model.profile} is "
+                "dense MLA ('MRV2 PCP + DCP supports sparse MLA models only')",
+                "set decodeContext: 1, or prefillContext: 1 and shard the KV cache with tensor + decodeContext",
             ))
         if p.prefill_context == 1 and p.tensor % p.decode_context != 0:
             out.append(Finding(
@@ -221,6 +238,12 @@ def hisparse_placement(spec: GLMDeploymentSpec) -> list[Finding]:
                 "in disaggregated mode HiSparse lands the prefill's KV through NIXL (a MultiConnector child "
                 "beside NixlConnector); without NIXL decode never receives it",
                 "set kvTransfer.connector: nixl",
+            ))
+        if decode.parallelism.decode_context > 1:
+            out.append(Finding(
+                "spec.decode.parallelism.decodeContext", decode.parallelism.decode_context,
+                "HiSparse does not support decode context parallelism (vLLM 0.32.0 refuses it at start-up)",
+                "set decodeContext: 1 (scale decode with data parallelism), or hiSparse.enabled: false",
             ))
         if decode.cpu_offload_per_rank is not None:
             out.append(Finding(
@@ -335,22 +358,24 @@ def model_limits(spec: GLMDeploymentSpec) -> list[Finding]:
 
 
 def pd_consistency(spec: GLMDeploymentSpec) -> list[Finding]:
-    """P/D rules of vLLM's NIXL connector: DCP on a non-PCP engine must be 1 or TP.
-
-    (``VllmConfig.__post_init__`` asserts ``dcp in (1, tp)`` with a NixlConnector; PCP producers
-    are accepted from v0.29.0, #52779.) Block size, KV dtype, hash seed and speculative settings are
-    single spec-level values, so they cannot differ between roles by construction.
+    """P/D rule of vLLM 0.32.0's NIXL connector: an engine is either fully replicated or fully
+    DCP-sharded, ``decodeContext ∈ {1, max(tensor, prefillContext)}`` (``VllmConfig.__post_init__``:
+    "A NIXL side is either fully replicated or fully DCP-sharded; MLA only"). Block size, KV dtype,
+    hash seed and speculative settings are single spec-level values, equal on both roles by
+    construction.
     """
     out: list[Finding] = []
     if spec.mode != "disaggregated":
         return out
     for name, role in _roles(spec):
         p = role.parallelism
-        if p.prefill_context == 1 and p.decode_context not in (1, p.tensor):
+        transfer = max(p.tensor, p.prefill_context)
+        if p.decode_context not in (1, transfer):
             out.append(Finding(
                 f"spec.{name}.parallelism.decodeContext", p.decode_context,
-                f"NIXL P/D needs decodeContext 1 or equal to tensor ({p.tensor}) on an engine without PCP",
-                f"use decodeContext: 1 or {p.tensor}",
+                f"NIXL P/D needs decodeContext 1 or the transfer parallel size max(tensor, prefillContext) = "
+                f"{transfer}",
+                f"use decodeContext: 1 or {transfer}",
             ))
     return out
 
@@ -359,7 +384,7 @@ def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
     """``extraArgs`` and ``env`` must not override what the operator renders."""
     out = []
     for name, role in _roles(spec):
-        owned = {**MANAGED_FLAGS, **rendered_flags(role)}
+        owned = {**MANAGED_FLAGS, **rendered_flags(spec, role)}
         for i, arg in enumerate(role.extra_args):
             flag = owning_flag(normalize_flag(arg), owned)
             if flag is not None:
@@ -373,6 +398,11 @@ def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
                     "a flag and its value in one entry reach vLLM as a single argument it does not know",
                     "write --flag=value, or the flag and the value as two entries",
                 ))
+        protected = dict(MANAGED_ENV)
+        if role.parallelism.prefill_context > 1 or (role.hi_sparse is not None and role.hi_sparse.enabled):
+            protected["VLLM_USE_V2_MODEL_RUNNER"] = (
+                "prefill context parallelism and HiSparse run only on vLLM's Model Runner V2"
+            )
         seen: set[str] = set()
         for i, env in enumerate(role.env):
             if env.name in seen:
@@ -381,10 +411,10 @@ def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
                     "keep one entry per name (the API server refuses duplicates)",
                 ))
             seen.add(env.name)
-            if env.name in MANAGED_ENV:
+            if env.name in protected:
                 out.append(Finding(
                     f"spec.{name}.env[{i}].name", env.name, f"{env.name} is set by the operator",
-                    f"remove it: {MANAGED_ENV[env.name]}",
+                    f"remove it: {protected[env.name]}",
                 ))
     return out
 

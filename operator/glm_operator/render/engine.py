@@ -19,13 +19,13 @@ from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
 from glm_operator.plan.ports import SIDECAR_CONTAINER, VLLM_CONTAINER, RolePorts, role_ports
 from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS
 from glm_operator.render import names
-from glm_operator.render.engine_args import WEIGHTS_MOUNT, vllm_args
+from glm_operator.render.engine_args import SHUTDOWN_DRAIN_S, WEIGHTS_MOUNT, vllm_args
 
 HF_HOME = "/cache/huggingface"
 #: Probe periods (seconds). Startup failureThreshold = startupTimeoutSeconds / period.
 STARTUP_PERIOD_S = 10
-#: Time for vLLM to stop after SIGTERM (llm-d guides give decode 90 s with --shutdown-timeout 60).
-TERMINATION_GRACE_S = 120
+#: The pod's grace period: vLLM's drain (``--shutdown-timeout``) plus 30 s to exit.
+TERMINATION_GRACE_S = SHUTDOWN_DRAIN_S + 30
 GPU_RESOURCE = "nvidia.com/gpu"
 
 

@@ -19,8 +19,13 @@ from typing import Any
 
 from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
+from glm_operator.plan.layout import needs_eager_pcp
 from glm_operator.plan.ports import RolePorts
 from glm_operator.plan.profiles import MODELS
+
+#: Seconds vLLM drains in-flight requests on SIGTERM (``--shutdown-timeout``; 0 aborts them, vLLM
+#: 0.32.0 ``v1/engine/core.py``). The pod's terminationGracePeriodSeconds adds 30 s to exit.
+SHUTDOWN_DRAIN_S = 90
 
 #: Where the weights volume is mounted (PVC source).
 WEIGHTS_MOUNT = "/models"
@@ -132,12 +137,14 @@ def vllm_args(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: Ro
         )]
     if role.force_sparse_mqa:
         args += ["--attention-config", compact_json({"sparse_mla_force_mqa": True})]
-    if role.hi_sparse is not None and role.hi_sparse.enabled:
-        # HiSparse rejects cudagraph mode FULL; FULL_DECODE_ONLY is the documented decode mode.
-        args += ["--compilation-config", compact_json({"cudagraph_mode": "FULL_DECODE_ONLY"})]
+    if needs_eager_pcp(spec, role):
+        # vLLM 0.32.0 (v1/worker/gpu/pcp_manager.py): "MRV2 sparse MLA PCP does not support CUDA graphs
+        # yet" when DCP is 1. HiSparse needs nothing here: vLLM's default FULL_AND_PIECEWISE is its path.
+        args += ["--compilation-config", compact_json({"cudagraph_mode": "NONE"})]
     transfer = kv_transfer_config(spec, role_name, role)
     if transfer is not None:
         args += ["--kv-transfer-config", compact_json(transfer)]
     args += ["--disable-access-log-for-endpoints", "/health,/metrics,/v1/models"]
+    args += ["--shutdown-timeout", str(SHUTDOWN_DRAIN_S)]
     args += list(role.extra_args)
     return args
