@@ -51,9 +51,11 @@ def _child_applies(records: list[Any], name: str) -> int:
                and f"/{name}" in r.path)
 
 
-async def _quiet(server: EmulatorServer, seconds: float = 0.5) -> None:
+async def _quiet(server: EmulatorServer, seconds: float = 0.5, timeout: float = 30.0) -> None:
+    """Wait until no request arrived for ``seconds`` (at most ``timeout``)."""
+    deadline = time.monotonic() + timeout
     last, since = -1, time.monotonic()
-    while time.monotonic() - since < seconds:
+    while time.monotonic() - since < seconds and time.monotonic() < deadline:
         if len(server.emulator.request_log) != last:
             last, since = len(server.emulator.request_log), time.monotonic()
         await asyncio.sleep(0.02)

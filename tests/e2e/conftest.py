@@ -82,12 +82,17 @@ class Cluster:
         await self.wait_for(done, f"observedGeneration {generation}")
         return await self.cr(name, ns)
 
-    async def settle(self, seconds: float = 0.5) -> None:
-        """Wait until the emulator saw no request for ``seconds`` (the operator is idle)."""
+    async def settle(self, seconds: float = 0.5, timeout: float = 15.0) -> None:
+        """Wait until the emulator saw no write for ``seconds`` (the operator is idle; the 1 s resync
+        keeps reading, which is fine). Fails after ``timeout`` instead of hanging on a write loop."""
+        deadline = time.monotonic() + timeout
         last = -1
         quiet_since = time.monotonic()
         while time.monotonic() - quiet_since < seconds:
-            count = len(self.emulator.request_log)
+            if time.monotonic() > deadline:
+                recent = self.emulator.write_requests()[-5:]
+                raise AssertionError(f"the operator kept writing for {timeout} s: {recent}")
+            count = len(self.emulator.write_requests())
             if count != last:
                 last, quiet_since = count, time.monotonic()
             await asyncio.sleep(0.05)

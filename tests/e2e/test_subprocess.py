@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -129,6 +130,8 @@ def test_dev_session_stops_on_ctrl_c_and_sigterm(signum: signal.Signals) -> None
         [str(BIN / "glmctl"), "dev", "--example", str(EXAMPLES / "glm-5.3-pd.yaml")],
         env=_env(None), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    watchdog = threading.Timer(120, session.kill)  # a session that never gets ready must not hang the test
+    watchdog.start()
     try:
         assert session.stdout is not None
         for line in session.stdout:
@@ -139,6 +142,7 @@ def test_dev_session_stops_on_ctrl_c_and_sigterm(signum: signal.Signals) -> None
         session.send_signal(signum)
         output, _ = session.communicate(timeout=20)
     finally:
+        watchdog.cancel()
         if session.poll() is None:
             session.kill()
             session.communicate()

@@ -58,7 +58,6 @@ def kv_transfer_config(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec) 
     Sizes: ``cpu_bytes_to_use`` in bytes per DP rank (an engine's connector instance serves one DP
     rank); ``host_pool_gib`` in GiB per DP rank (vLLM ``docs/design/hisparse.md``).
     """
-    block_size = spec.kv_cache.block_size
     connectors: list[dict[str, Any]] = []
     top_role = "kv_both"
     if spec.mode == "disaggregated" and spec.kv_transfer.connector == "nixl":
@@ -82,7 +81,10 @@ def kv_transfer_config(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec) 
         connectors.append({
             "kv_connector": "OffloadingConnector",
             "kv_role": "kv_both",
-            "kv_connector_extra_config": {"cpu_bytes_to_use": parse_bytes(offload), "block_size": block_size},
+            # No "block_size": vLLM 0.32.0 offloads one KV block per chunk by default, and under DCP a
+            # block spans block_size x DCP tokens, so an explicit 64 would be refused at start-up
+            # (offloading/config.py: chunk must be a multiple of the DCP block span).
+            "kv_connector_extra_config": {"cpu_bytes_to_use": parse_bytes(offload)},
         })
     if not connectors:
         return None
