@@ -31,6 +31,11 @@ ENVOY_ADMIN_PORT = 19000
 STANDALONE_SERVICE_PORT = 80
 EPP_CONFIG_FILE = "epp-config.yaml"
 ENVOY_CONFIG_FILE = "envoy.yaml"
+#: Prefix-index entries (KV blocks) the router remembers per engine. llm-d's default, 31,250, is sized
+#: for an 8B model on one H100 (~2M tokens at block 64). Seed system A keeps ~10M tokens per engine in
+#: its CPU/host tiers (512 GiB at ~54.7 KB/token), i.e. ~150K blocks of 64 tokens; 262,144 entries
+#: (16.7M tokens) cover it for ~30 MB of EPP memory per engine.
+LRU_CAPACITY_PER_SERVER = 262_144
 #: llm-d charts time out routed requests after 300 s; long-context prefills need more.
 ROUTE_TIMEOUT = "3600s"
 
@@ -43,6 +48,7 @@ def epp_config(spec: GLMDeploymentSpec) -> dict[str, Any]:
     kv-cache-utilization). Aggregated: ``single-profile-handler`` with one profile.
     The prefix producer hashes blocks of ``kvCache.blockSize`` tokens like the engines, with
     ``autoTune: false`` (auto-tune left the producer unpopulated in llm-d v0.8, modelplane PR #175),
+    an LRU sized for long contexts (:data:`LRU_CAPACITY_PER_SERVER`),
     and matches prefixes up to ``maxModelLen`` tokens (agentic prompts share prefixes far beyond the
     default 131,072).
     """
@@ -55,7 +61,7 @@ def epp_config(spec: GLMDeploymentSpec) -> dict[str, Any]:
                 "autoTune": False,
                 "blockSizeTokens": spec.kv_cache.block_size,
                 "maxPrefixTokensToMatch": max_model_len(spec),
-                "lruCapacityPerServer": 31250,
+                "lruCapacityPerServer": LRU_CAPACITY_PER_SERVER,
             },
         },
         {"type": "prefix-cache-scorer"},
@@ -239,7 +245,6 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
         f"--grpc-port={EPP_GRPC_PORT}",
         f"--grpc-health-port={EPP_HEALTH_PORT}",
         f"--metrics-port={EPP_METRICS_PORT}",
-        "--kv-cache-usage-percentage-metric=vllm:kv_cache_usage_perc",
         "--tracing=false",
     ]
     if standalone or not epp_spec.secure_serving:
