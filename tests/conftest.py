@@ -40,6 +40,23 @@ def expectations(path: Path) -> dict[str, str]:
     return found
 
 
+def seed() -> dict[str, Any]:
+    """A fresh copy of seed system A (examples/glm-5.3-pd.yaml) as a CR dict."""
+    return load_cr(EXAMPLES / "glm-5.3-pd.yaml")
+
+
+def refusal(cr: dict[str, Any]) -> list[Any]:
+    """The findings with which rendering ``cr`` is refused (fails the test if it renders)."""
+    from glm_operator.api.findings import SpecInvalidError  # noqa: PLC0415
+    from glm_operator.api.load import parse  # noqa: PLC0415
+    from glm_operator.render.manifests import render  # noqa: PLC0415
+
+    with pytest.raises(SpecInvalidError) as info:
+        render(parse(cr))
+    findings: list[Any] = info.value.findings
+    return findings
+
+
 @pytest.fixture
 def seed_cr() -> dict[str, Any]:
     """Seed system A as a CR dict."""

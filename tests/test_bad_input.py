@@ -10,19 +10,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from glm_operator.api.findings import Finding, SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.cli import app
 from glm_operator.render.manifests import render
-from tests.conftest import EXAMPLES, load_cr
+from tests.conftest import EXAMPLES, load_cr, refusal
 
 runner = CliRunner()
 
 
-def _findings(cr: dict[str, Any]) -> list[Finding]:
-    with pytest.raises(SpecInvalidError) as info:
-        render(parse(cr))
-    return info.value.findings
+_findings = refusal
 
 
 def _seed(**spec: Any) -> dict[str, Any]:

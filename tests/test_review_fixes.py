@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from glm_operator.api.findings import Finding, SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.api.quantity import format_bytes
 from glm_operator.cluster.drift import is_subset
 from glm_operator.observe.status import replica_counts, workload_ready
 from glm_operator.render.manifests import render
-from tests.conftest import EXAMPLES, load_cr
+from tests.conftest import EXAMPLES, load_cr, refusal
 
 
 def _seed() -> dict[str, Any]:
@@ -27,10 +26,7 @@ def _objects(cr: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(o["kind"], o["metadata"]["name"]): o for o in render(parse(cr)).objects}
 
 
-def _findings(cr: dict[str, Any]) -> list[Finding]:
-    with pytest.raises(SpecInvalidError) as info:
-        render(parse(cr))
-    return info.value.findings
+_findings = refusal
 
 
 def _vllm(objects: dict[tuple[str, str], dict[str, Any]], name: str) -> dict[str, Any]:

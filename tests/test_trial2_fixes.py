@@ -10,24 +10,19 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from glm_operator.api.findings import Finding, SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.api.quantity import parse_bytes
 from glm_operator.cli import app
 from glm_operator.render.manifests import render
-from tests.conftest import EXAMPLES, load_cr
+from tests.conftest import EXAMPLES, load_cr, refusal, seed
 
 runner = CliRunner()
 
 
-def _seed() -> dict[str, Any]:
-    return load_cr(EXAMPLES / "glm-5.3-pd.yaml")
+_seed = seed
 
 
-def _findings(cr: dict[str, Any]) -> list[Finding]:
-    with pytest.raises(SpecInvalidError) as info:
-        render(parse(cr))
-    return info.value.findings
+_findings = refusal
 
 
 def _set(cr: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

@@ -8,20 +8,14 @@ from typing import Any
 
 import pytest
 
-from glm_operator.api.findings import Finding, SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.render.manifests import render
-from tests.conftest import EXAMPLES, load_cr
+from tests.conftest import EXAMPLES, load_cr, refusal, seed
+
+_seed = seed
 
 
-def _seed() -> dict[str, Any]:
-    return load_cr(EXAMPLES / "glm-5.3-pd.yaml")
-
-
-def _findings(cr: dict[str, Any]) -> list[Finding]:
-    with pytest.raises(SpecInvalidError) as info:
-        render(parse(cr))
-    return info.value.findings
+_findings = refusal
 
 
 def _args(cr: dict[str, Any], name: str) -> list[str]:

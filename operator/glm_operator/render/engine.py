@@ -140,8 +140,9 @@ def _probes(spec: GLMDeploymentSpec, port_name: str) -> dict[str, Any]:
     }
 
 
-def _vllm_container(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts) -> dict[str, Any]:
-    volumes_mounts = _volumes(spec, role)[1]
+def _vllm_container(
+    spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts, mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
     gpus = str(role.parallelism.world_size)
     memory = format_bytes(host_memory_bytes(spec, role))
     requests: dict[str, str] = {"cpu": canonical_cpu(role.resources.cpu), "memory": memory, GPU_RESOURCE: gpus}
@@ -153,7 +154,7 @@ def _vllm_container(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, por
         security["capabilities"] = {"add": ["IPC_LOCK"]}
     port_entries = [
         {"name": use.name, "containerPort": use.port, "protocol": "TCP"}
-        for use in role_ports(spec, role_name, role).uses
+        for use in ports.uses
         if use.container == VLLM_CONTAINER and use.name
     ]
     http_port_name = next(str(e["name"]) for e in port_entries if e["containerPort"] == ports.vllm)
@@ -166,7 +167,7 @@ def _vllm_container(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, por
         "env": _env(spec, role_name, role, ports),
         "ports": port_entries,
         "resources": {"requests": requests, "limits": limits},
-        "volumeMounts": volumes_mounts,
+        "volumeMounts": mounts,
         "securityContext": security,
         **_probes(spec, http_port_name),
     }
@@ -223,9 +224,10 @@ def _tolerations(spec: GLMDeploymentSpec) -> list[dict[str, Any]]:
 
 def _pod_spec(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts) -> dict[str, Any]:
     node_selector = {GPU_PRODUCT_LABEL: GPUS[spec.gpu.product].node_label_value, **spec.scheduling.node_selector}
+    volumes, mounts = _volumes(spec, role)
     pod: dict[str, Any] = {
-        "containers": [_vllm_container(spec, role_name, role, ports)],
-        "volumes": _volumes(spec, role)[0],
+        "containers": [_vllm_container(spec, role_name, role, ports, mounts)],
+        "volumes": volumes,
         "nodeSelector": node_selector,
         "tolerations": _tolerations(spec),
         "affinity": _affinity(spec),
