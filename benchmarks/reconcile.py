@@ -25,9 +25,10 @@ import kopf
 import yaml
 from kubernetes import client
 
-from glm_operator import handlers
+from glm_operator import handlers  # noqa: F401  (importing registers the kopf handlers)
 from glm_operator.api.crd import build_crd
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
+from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.cluster.reconcile import read_deployment, reconcile
 from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig
 
@@ -68,7 +69,7 @@ async def main() -> int:
         kubeconfig = Path(tempfile.mkdtemp(prefix="glm-bench-")) / "kubeconfig"
         write_kubeconfig(kubeconfig, server.url)
         os.environ["KUBECONFIG"] = str(kubeconfig)
-        api = handlers.make_api_client()
+        api = make_api_client()
         crd: Any = build_crd()
         client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         custom = client.CustomObjectsApi(api)

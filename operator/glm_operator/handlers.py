@@ -22,12 +22,13 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import kopf
-from kubernetes import client, config
+from kubernetes import client
 
 from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, PLURAL
+from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.cluster.events import post_event
 from glm_operator.cluster.kinds import CHILD_KINDS
 from glm_operator.cluster.reconcile import Outcome, plain, read_deployment, reconcile
@@ -61,14 +62,6 @@ class _State:
 
 
 STATE = _State()
-
-
-def make_api_client() -> client.ApiClient:
-    """An API client from the in-cluster service account, else from ``$KUBECONFIG`` / ``~/.kube/config``."""
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return client.ApiClient()
-    return cast(client.ApiClient, config.new_client_from_config(config_file=os.environ.get("KUBECONFIG")))  # type: ignore[no-untyped-call]
 
 
 @kopf.on.startup(id="configure")

@@ -15,9 +15,10 @@ import kopf
 import pytest
 from kubernetes import client
 
-from glm_operator import handlers
+from glm_operator import handlers  # noqa: F401  (importing registers the kopf handlers)
 from glm_operator.api.crd import build_crd
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
+from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.cluster.kinds import CHILD_KINDS
 from glm_operator.cluster.reconcile import child_selector, read_deployment
 from glm_operator.devcluster.emulator import Emulator, EmulatorServer, write_kubeconfig
@@ -111,7 +112,7 @@ async def cluster(
         kubeconfig = tmp_path / "kubeconfig"
         write_kubeconfig(kubeconfig, server.url)
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        api = handlers.make_api_client()
+        api = make_api_client()
         await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, build_crd())
         stop, ready = asyncio.Event(), asyncio.Event()
         task = asyncio.create_task(kopf.operator(standalone=True, clusterwide=True, stop_flag=stop, ready_flag=ready))

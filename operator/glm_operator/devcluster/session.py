@@ -28,6 +28,7 @@ from glm_operator.api.crd import build_crd
 from glm_operator.api.findings import SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
+from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig
 from glm_operator.render.manifests import render
 
@@ -83,7 +84,6 @@ async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServ
     import kopf  # noqa: PLC0415
     from kubernetes import client  # noqa: PLC0415
 
-    from glm_operator import handlers  # noqa: PLC0415
     from glm_operator.cluster.reconcile import read_deployment  # noqa: PLC0415
 
     doc = yaml.safe_load(example.read_text())
@@ -96,7 +96,9 @@ async def _drive(example: Path, once: bool, timeout: float, server: EmulatorServ
     namespace = doc["metadata"].get("namespace") or "default"
     name = doc["metadata"]["name"]
 
-    api = handlers.make_api_client()
+    from glm_operator import handlers  # noqa: F401, PLC0415  (importing registers the kopf handlers)
+
+    api = make_api_client()
     crd: Any = build_crd()  # the client accepts a plain dict body
     await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, crd)
 
