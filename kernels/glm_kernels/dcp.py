@@ -92,7 +92,7 @@ def _check_merge(outs: torch.Tensor, lses: torch.Tensor) -> None:
 
 
 def _sanitize(lses: torch.Tensor) -> torch.Tensor:
-    lses = lses.float()
+    lses = lses if lses.dtype == torch.float64 else lses.float()
     return torch.where(torch.isnan(lses) | (lses == float("inf")), torch.full_like(lses, float("-inf")), lses)
 
 

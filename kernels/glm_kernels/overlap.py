@@ -109,6 +109,7 @@ def prefill_chunk(
     dtype: torch.dtype,
     *,
     overlap: bool,
+    trace: list[str] | None = None,
 ) -> tuple[torch.Tensor, PrefillCache]:
     """Prefill the next ``chunk_len`` tokens on this rank (collective over both groups).
 
@@ -119,6 +120,8 @@ def prefill_chunk(
         cache: this rank's persistent shards of the ``cache.num_tokens`` cached tokens.
         chunk_len: new tokens in this chunk (may be smaller than the PCP world: empty shards).
         overlap: prefetch layer l+1's cached-KV all-gather while layer l computes.
+        trace: if given, receives the order of events (``"start l"``, ``"wait l"``, ``"compute l"``), so tests
+            can check the schedule without timing it.
 
     Returns:
         ``(x_out [chunk_len, hidden] in prompt order, on every rank; the updated cache)``.
@@ -141,8 +144,15 @@ def prefill_chunk(
     iq, iw = stack.index_queries(weights, x0[local])
     idx, _ = indexer_topk(iq, iw, full_ik, local, cfg.topk)
 
+    events = trace if trace is not None else []
+
     def start(layer: int) -> _PendingGather:
+        events.append(f"start {layer}")
         return _PendingGather(cache.kv[layer], prefix, groups, async_op=overlap)
+
+    def wait(layer: int, gather: _PendingGather) -> torch.Tensor:
+        events.append(f"wait {layer}")
+        return gather.wait()
 
     x = x0[local].to(dtype)
     new_kv: list[torch.Tensor] = []
@@ -150,10 +160,11 @@ def prefill_chunk(
     for li, layer in enumerate(w.layers):
         if overlap:
             assert pending is not None
-            cached = pending.wait()
+            cached = wait(li, pending)
             pending = start(li + 1) if li + 1 < cfg.num_layers else None
         else:
-            cached = start(li).wait()
+            cached = wait(li, start(li))
+        events.append(f"compute {li}")
         new_rows = gather_pcp_slots(stack.kv_rows(layer, x, local, cfg.rope_theta), chunk_len, groups.pcp)
         kv = torch.cat([cached, new_rows])  # temporary full copy [total, 576]
         new_kv.append(kv[owned])

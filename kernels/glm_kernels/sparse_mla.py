@@ -74,8 +74,8 @@ def quantize_fp8_ds_mla(latent: torch.Tensor, rope: torch.Tensor) -> torch.Tenso
     fp8 = (tiles / scales[:, :, None]).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
     rows = torch.empty((t, ROW_BYTES), dtype=torch.uint8, device=latent.device)
     rows[:, :_SCALE_START] = fp8.reshape(t, KV_LORA_RANK).view(torch.uint8)
-    rows[:, _SCALE_START:_ROPE_START] = scales.contiguous().view(torch.uint8).reshape(t, -1)
-    rows[:, _ROPE_START:] = rope.detach().to(torch.bfloat16).contiguous().view(torch.uint8).reshape(t, -1)
+    rows[:, _SCALE_START:_ROPE_START] = scales.contiguous().view(torch.uint8).reshape(t, _ROPE_START - _SCALE_START)
+    rows[:, _ROPE_START:] = rope.detach().to(torch.bfloat16).contiguous().view(torch.uint8).reshape(t, 2 * ROPE_DIM)
     return rows
 
 
@@ -88,7 +88,7 @@ def dequantize_fp8_ds_mla(rows: torch.Tensor, dtype: torch.dtype = torch.float32
     n = flat.shape[0]
     fp8 = flat[:, :_SCALE_START].contiguous().view(torch.float8_e4m3fn).to(dtype)
     scales = flat[:, _SCALE_START:_ROPE_START].contiguous().view(torch.float32).to(dtype)
-    latent = (fp8.reshape(n, -1, QUANT_TILE) * scales[:, :, None]).reshape(n, KV_LORA_RANK)
+    latent = (fp8.reshape(n, KV_LORA_RANK // QUANT_TILE, QUANT_TILE) * scales[:, :, None]).reshape(n, KV_LORA_RANK)
     rope = flat[:, _ROPE_START:].contiguous().view(torch.bfloat16).to(dtype)
     return torch.cat([latent, rope], dim=1).reshape(*lead, QK_DIM)
 

@@ -7,6 +7,7 @@ CPU; each rank writes its results to ``out_dir/rank{r}.pt`` for the test process
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -20,7 +21,12 @@ from glm_kernels import stack
 from glm_kernels.decode import decode_step, shard_request
 from glm_kernels.overlap import PrefillCache, PrefillGroups, prefill_chunk
 
-__all__ = ["assert_within_ref_error", "max_error", "run_ranks"]
+__all__ = ["DEVICE", "HAS_TRITON", "assert_within_ref_error", "max_error", "run_ranks"]
+
+#: Whether triton is importable (the ``kernels`` extra installs it).
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+#: Where kernel tests put device tensors: the GPU when there is one, else the CPU (Triton interpreter).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def max_error(out: torch.Tensor, truth: torch.Tensor) -> float:
@@ -41,18 +47,22 @@ def assert_within_ref_error(
     return err, ref_err
 
 
-def _run_prefill(case: dict[str, Any], weights: stack.StackWeights, groups: PrefillGroups) -> dict[bool, torch.Tensor]:
+def _run_prefill(case: dict[str, Any], weights: stack.StackWeights, groups: PrefillGroups) -> dict[str, Any]:
     cfg = weights.config
     chunks: list[int] = case["chunks"]
     x0 = stack.make_inputs(cfg, sum(chunks), case["seed"])
-    results = {}
+    results: dict[str, Any] = {}
     for overlap in (False, True):
         cache = PrefillCache.empty(cfg, torch.float32)
-        outs = []
+        outs, trace = [], []
         for chunk in chunks:
-            x_out, cache = prefill_chunk(weights, x0, cache, chunk, groups, torch.float32, overlap=overlap)
+            x_out, cache = prefill_chunk(
+                weights, x0, cache, chunk, groups, torch.float32, overlap=overlap, trace=trace
+            )
             outs.append(x_out)
-        results[overlap] = torch.cat(outs)
+            trace.append("end of chunk")
+        results["overlap" if overlap else "sequential"] = torch.cat(outs)
+        results[f"trace {'overlap' if overlap else 'sequential'}"] = trace
     return results
 
 
