@@ -111,7 +111,8 @@ def _validate(
     if k and int(topk.max()) >= residency.shape[1]:
         raise ValueError(f"topk holds position {int(topk.max())} >= max_tokens={residency.shape[1]} of residency")
     if state.hot_last_used.numel() and step <= int(state.hot_last_used.max()):
-        raise ValueError(f"step={step}: must exceed every earlier step ({int(state.hot_last_used.max())}); pass a counter")
+        last = int(state.hot_last_used.max())
+        raise ValueError(f"step={step}: must exceed every earlier step ({last}); pass a decode-step counter")
 
 
 def hisparse_gather_ref(

@@ -54,7 +54,8 @@ def _run_prefill(case: dict[str, Any], weights: stack.StackWeights, groups: Pref
     results: dict[str, Any] = {}
     for overlap in (False, True):
         cache = PrefillCache.empty(cfg, torch.float32)
-        outs, trace = [], []
+        outs: list[torch.Tensor] = []
+        trace: list[str] = []
         for chunk in chunks:
             x_out, cache = prefill_chunk(
                 weights, x0, cache, chunk, groups, torch.float32, overlap=overlap, trace=trace

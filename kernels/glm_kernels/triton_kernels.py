@@ -84,7 +84,9 @@ def _merge_blocks(n: int, d: int) -> tuple[int, int]:
     return max(triton.next_power_of_2(n), 2), max(triton.next_power_of_2(d), 16)
 
 
-def launch_lse_merge(outs: torch.Tensor, lses: torch.Tensor, *, base_e: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def launch_lse_merge(
+    outs: torch.Tensor, lses: torch.Tensor, *, base_e: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``outs`` ``[N, B, H, D]``, ``lses`` ``[N, B, H]`` -> ``(out [B, H, D] outs.dtype, lse [B, H] float32)``."""
     n, b, h, d = outs.shape
     out = torch.empty((b, h, d), dtype=outs.dtype, device=outs.device)
@@ -164,9 +166,11 @@ def _hisparse_gather_kernel(
         dev_mask = cmask & (cols * 0 + on_dev != 0)
         hot_mask = cmask & (cols * 0 + hit != 0)
         host_mask = cmask & (cols * 0 + miss != 0)
-        from_dev = tl.load(device_cache_ptr + tl.where(on_dev != 0, dev_row, 0) * ROW_BYTES + cols, mask=dev_mask, other=0)
+        dev_src = device_cache_ptr + tl.where(on_dev != 0, dev_row, 0) * ROW_BYTES
+        host_src = host_pool_ptr + tl.where(miss != 0, host_row, 0) * ROW_BYTES
+        from_dev = tl.load(dev_src + cols, mask=dev_mask, other=0)
         from_hot = tl.load(hot_rows_ptr + (r * HOT + slot) * ROW_BYTES + cols, mask=hot_mask, other=0)
-        from_host = tl.load(host_pool_ptr + tl.where(miss != 0, host_row, 0) * ROW_BYTES + cols, mask=host_mask, other=0)
+        from_host = tl.load(host_src + cols, mask=host_mask, other=0)
         row = tl.where(dev_mask, from_dev, tl.where(hot_mask, from_hot, from_host))
         tl.store(staging_ptr + (r * K + k) * ROW_BYTES + cols, row, mask=cmask)
         tl.store(hot_rows_ptr + (r * HOT + slot) * ROW_BYTES + cols, from_host, mask=host_mask)

@@ -120,7 +120,7 @@ def test_corrected_outputs_sum_to_the_merge() -> None:
 def test_bad_input_names_the_argument() -> None:
     with pytest.raises(ValueError, match="interleave=0"):
         dcp_owner(torch.arange(3), 8, 0)
-    with pytest.raises(ValueError, match="lses.shape"):
+    with pytest.raises(ValueError, match=r"lses\.shape"):
         lse_merge_ref(torch.zeros(2, 3, 4, 5), torch.zeros(2, 3))
     with pytest.raises(ValueError, match="rank=9"):
         lse_correct_ref(torch.zeros(3, 4, 5), torch.zeros(8, 3, 4), 9)

@@ -47,7 +47,8 @@ def test_sources_rows_and_lru_updates() -> None:
     assert state.hot_last_used.tolist() == [[1, 2, 2, 2]]
 
     # step 3: 14 misses and evicts the least recently used slot (token 10, stamp 1)
-    staging, source = hisparse_gather_ref(torch.tensor([[14, 12, -1, -1]]), residency, host_index, device, host, state, 3)
+    topk = torch.tensor([[14, 12, -1, -1]])
+    staging, source = hisparse_gather_ref(topk, residency, host_index, device, host, state, 3)
     assert source.tolist() == [[SOURCE_HOST, SOURCE_HOT, SOURCE_INVALID, SOURCE_INVALID]]
     assert state.hot_token.tolist() == [[14, 11, 12, 13]]
     assert torch.equal(state.hot_rows[0, 0], host[14]) and torch.equal(staging[0, 1], host[12])

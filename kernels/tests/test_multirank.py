@@ -92,7 +92,10 @@ def test_overlap_starts_the_next_gather_before_computing_the_layer(run: dict[str
         assert second_seq.index(f"start {layer + 1}") > second_seq.index(f"compute {layer}")
 
 
-@pytest.mark.parametrize("case", range(len(DECODE)), ids=[f"I{d['interleave']}-{d['comm']}-{d['backend']}" for d in DECODE])
+DECODE_IDS = [f"I{d['interleave']}-{d['comm']}-{d['backend']}" for d in DECODE]
+
+
+@pytest.mark.parametrize("case", range(len(DECODE)), ids=DECODE_IDS)
 def test_dcp8_decode_matches_single_process_reference(run: dict[str, Any], case: int) -> None:
     weights, requests = run["weights"], run["requests"]
     ranks = [r["decode"][case] for r in run["ranks"]]

@@ -103,8 +103,9 @@ def test_no_valid_index_gives_zero_output_and_minus_inf_lse() -> None:
 
 def test_indexer_is_causal_pads_short_prompts_and_breaks_ties_by_position() -> None:
     gen = torch.Generator().manual_seed(0)
-    qi, k = torch.randn(6, 2, 8, generator=gen, dtype=torch.float64), torch.randn(6, 8, generator=gen, dtype=torch.float64)
-    idx, vals = indexer_topk(qi, torch.ones(6, 2, dtype=torch.float64), k, torch.arange(6), topk=4)
+    qi = torch.randn(6, 2, 8, generator=gen, dtype=torch.float64)
+    k = torch.randn(6, 8, generator=gen, dtype=torch.float64)
+    idx, _ = indexer_topk(qi, torch.ones(6, 2, dtype=torch.float64), k, torch.arange(6), topk=4)
     for p in range(6):
         chosen = idx[p][idx[p] >= 0]
         assert chosen.numel() == min(4, p + 1) and (chosen <= p).all()
@@ -119,9 +120,9 @@ def test_indexer_is_causal_pads_short_prompts_and_breaks_ties_by_position() -> N
 def test_bad_input_names_the_argument() -> None:
     with pytest.raises(ValueError, match=r"latent.shape=\(2, 500\)"):
         quantize_fp8_ds_mla(torch.zeros(2, 500), torch.zeros(2, 64))
-    with pytest.raises(ValueError, match="rows: dtype=torch.float32"):
+    with pytest.raises(ValueError, match=r"rows: dtype=torch\.float32"):
         dequantize_fp8_ds_mla(torch.zeros(2, 656))
-    with pytest.raises(ValueError, match="q.shape"):
+    with pytest.raises(ValueError, match=r"q\.shape"):
         sparse_mla_attention_ref(torch.zeros(2, 8, 512), torch.zeros(3, 576), torch.zeros(2, 1, dtype=torch.int64))
     with pytest.raises(ValueError, match="topk=0"):
         indexer_topk(torch.zeros(1, 1, 2), torch.zeros(1, 1), torch.zeros(3, 2), torch.arange(1), 0)

@@ -7,8 +7,7 @@ import torch
 
 from glm_kernels.dcp import lse_correct, lse_correct_ref, lse_merge, lse_merge_ref
 from glm_kernels.hisparse import HiSparseState, hisparse_gather, hisparse_gather_ref
-from glm_kernels.testing import assert_within_ref_error
-from glm_kernels.testing import DEVICE, HAS_TRITON
+from glm_kernels.testing import DEVICE, HAS_TRITON, assert_within_ref_error
 
 pytestmark = [
     pytest.mark.interpret,
