@@ -69,6 +69,7 @@ def bench_hisparse(warmup: int, iters: int) -> list[dict[str, Any]]:
     """All-miss HiSparse gather from pinned host memory."""
     from glm_kernels.hisparse import HiSparseState, hisparse_gather  # noqa: PLC0415
     from glm_kernels.sparse_mla import ROW_BYTES  # noqa: PLC0415
+    from glm_kernels.triton_kernels import launch_hisparse_gather  # noqa: PLC0415
 
     rows = []
     for requests in (1, 8, 32):
@@ -77,15 +78,17 @@ def bench_hisparse(warmup: int, iters: int) -> list[dict[str, Any]]:
         device_cache = torch.zeros((1, ROW_BYTES), dtype=torch.uint8, device="cuda")
         residency = torch.full((requests, tokens), -1, dtype=torch.int64, device="cuda")
         host_index = torch.arange(requests * tokens, device="cuda").reshape(requests, tokens)
-        step = [0]
+        # Each call asks for k positions never seen in the last 32 calls, while the hot buffer (2k rows, vLLM's
+        # default device_buffer_size) holds only the last two calls' rows: every row is a host miss.
+        state = HiSparseState.create(requests, 2 * k, device="cuda")
+        base = torch.arange(k, device="cuda")[None, :].expand(requests, k)
+        step = [1]
+        hisparse_gather(base.contiguous(), residency, host_index, device_cache, host, state, 1)  # validated once
 
         def run() -> None:
             step[0] += 1
-            # a fresh, empty hot buffer and fresh positions each call: every row is a host miss
-            state = HiSparseState.create(requests, 2 * k, device="cuda")
-            topk = (torch.arange(k, device="cuda")[None, :] * 31 + step[0]) % tokens
-            hisparse_gather(topk.expand(requests, k).contiguous(), residency, host_index, device_cache, host,
-                            state, step[0])  # fmt: skip
+            topk = ((base + step[0] * k) % tokens).contiguous()
+            launch_hisparse_gather(topk, residency, host_index, device_cache, host, state, step[0])
 
         sec = _time(run, warmup, iters)
         moved = requests * k * ROW_BYTES
