@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,9 @@ def run_ranks(case: dict[str, Any], world: int = 8) -> list[dict[str, Any]]:
     "requests": [{"rows": [L] of uint8 [T, 656], "index_k": [T, Di], "x0": [hidden], "inputs": [L] of [hidden]}],
     "decode": [{"interleave": I, "comm": ..., "backend": ...}]}``.
     """
+    if sys.platform == "linux":
+        # Bind gloo to loopback: the ranks are local, and a hostname that does not resolve would otherwise fail.
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with tempfile.TemporaryDirectory(prefix="glm-kernels-ranks-") as tmp:
         case = dict(case)
         if dataclasses.is_dataclass(case.get("config")):
