@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from glm_operator.api.findings import SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.api.quantity import GIB
 from glm_operator.plan import flops
@@ -177,3 +178,27 @@ def test_without_max_model_len_the_planner_derives_what_fits() -> None:
                "spec": {"model": {"name": "zai-org/GLM-5.3-FP8"}, "image": "ghcr.io/x/vllm-glm:v1"}}
     plan = plan_of(minimal)
     assert plan.max_model_len_source == "model" and plan.max_model_len == ONE_M
+
+
+def test_a_custom_architecture_equal_to_a_profile_plans_the_same() -> None:
+    cr = seed()
+    m = GLM53
+    cr["spec"]["model"].update({
+        "profile": "custom", "name": "example-org/Glm53-Clone", "quantization": "fp8",
+        "architecture": {
+            "maxContextTokens": m.max_context_tokens, "layers": m.layers, "denseLayers": m.dense_layers,
+            "hiddenSize": m.hidden_size, "attentionHeads": m.attention_heads, "qLoraRank": m.q_lora_rank,
+            "kvLoraRank": m.kv_lora_rank, "qkNopeHeadDim": m.qk_nope_head_dim, "qkRopeHeadDim": m.qk_rope_head_dim,
+            "vHeadDim": m.v_head_dim, "routedExperts": m.routed_experts, "sharedExperts": m.shared_experts,
+            "moeIntermediateSize": m.moe_intermediate_size, "intermediateSize": m.intermediate_size,
+            "vocabSize": m.vocab_size, "indexerLayers": m.indexer_layers, "indexerHeads": m.indexer_heads,
+            "indexerHeadDim": m.indexer_head_dim, "indexTopk": m.index_topk, "mtpLayers": m.mtp_layers,
+        },
+    })
+    custom, builtin = plan_of(cr), plan_of(seed())
+    assert custom.kv == builtin.kv
+    for name in ("prefill", "decode"):
+        assert custom.roles[name].kv_budget_bytes_per_gpu == builtin.roles[name].kv_budget_bytes_per_gpu
+    cr["spec"]["model"]["architecture"]["indexerHeads"] = 0
+    with pytest.raises(SpecInvalidError, match="indexerHeads"):
+        parse(cr)
