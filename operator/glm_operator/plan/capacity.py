@@ -84,6 +84,7 @@ class RolePlan:
         indexer_crossover_tokens: prompt length where the indexer overtakes sparse MLA on one GPU.
         dcp_allgather_bytes_per_layer: ``{cached tokens: bytes}`` one GPU receives per MLA layer per
             2K-token prefill step (prefill roles with DCP > 1 and PCP > 1 only).
+        kv: the model's KV bytes per token.
     """
 
     role: str
@@ -106,8 +107,8 @@ class RolePlan:
     host_memory_bytes: int
     flop_per_byte: float | None
     indexer_crossover_tokens: float | None
+    kv: KvBytesPerToken
     dcp_allgather_bytes_per_layer: dict[int, float] = field(default_factory=dict)
-    _kv: KvBytesPerToken | None = None
 
     @property
     def weights_fit(self) -> bool:
@@ -117,26 +118,24 @@ class RolePlan:
     def request_bytes_per_gpu(self, tokens: int) -> float:
         """GPU bytes one request of ``tokens`` tokens needs on each GPU of its DP rank (HiSparse:
         indexer KV + hot buffer + MLA rows that do not fit the host pool)."""
-        assert self._kv is not None
         dcp = self.decode_context
         if not self.hisparse:
-            return tokens * self._kv.total / dcp
-        spill = max(0.0, tokens * self._kv.mla / dcp - self.host_pool_bytes_per_rank)
-        return tokens * self._kv.indexer / dcp + self.hot_buffer_bytes + spill
+            return tokens * self.kv.total / dcp
+        spill = max(0.0, tokens * self.kv.mla / dcp - self.host_pool_bytes_per_rank)
+        return tokens * self.kv.indexer / dcp + self.hot_buffer_bytes + spill
 
     def concurrency_per_rank(self, tokens: int) -> int:
         """How many requests of ``tokens`` tokens one DP rank holds at once (0: not even one)."""
-        assert self._kv is not None
-        budget, dcp = self.kv_budget_bytes_per_gpu, self.decode_context
-        if budget <= 0:
+        budget = self.kv_budget_bytes_per_gpu
+        if budget <= 0 or tokens <= 0:
             return 0
         if not self.hisparse:
-            return int(budget // (tokens * self._kv.total / dcp))
+            return int(budget // self.request_bytes_per_gpu(tokens))
 
         def need(n: int) -> float:
-            assert self._kv is not None
-            spill = max(0.0, n * tokens * self._kv.mla / dcp - self.host_pool_bytes_per_rank)
-            return n * (tokens * self._kv.indexer / dcp + self.hot_buffer_bytes) + spill
+            dcp = self.decode_context
+            spill = max(0.0, n * tokens * self.kv.mla / dcp - self.host_pool_bytes_per_rank)
+            return n * (tokens * self.kv.indexer / dcp + self.hot_buffer_bytes) + spill
 
         low, high = 0, 1
         while need(high) <= budget:
@@ -238,7 +237,7 @@ def _role_plan(spec: GLMDeploymentSpec, name: str, role: RoleSpec, *, model: Mod
         host_memory_bytes=host_memory_bytes(spec, role),
         flop_per_byte=flops.sparse_mla_flop_per_byte(model, heads_per_gpu, kv.mla_row) if sparse else None,
         indexer_crossover_tokens=flops.indexer_crossover_tokens(model, p.tensor) if sparse else None,
-        dcp_allgather_bytes_per_layer=allgather, _kv=kv,
+        kv=kv, dcp_allgather_bytes_per_layer=allgather,
     )
 
 
