@@ -11,7 +11,7 @@ VLLM_PIN := 0.32.0
 VLLM_WHEEL_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/glm-kernels/vllm-wheel
 EXAMPLE ?= examples/glm-5.3-pd.yaml
 
-.PHONY: help venv run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render bench clean
+.PHONY: help venv run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render plan bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -68,7 +68,11 @@ golden: $(STAMP) ## Regenerate tests/golden/*.yaml from examples/*.yaml (review 
 render: $(STAMP) ## Print the manifests of EXAMPLE (default examples/glm-5.3-pd.yaml)
 	$(BIN)/glmctl render $(EXAMPLE)
 
-bench: $(STAMP) ## Benchmarks: requests per reconcile and apply→children latency on the local emulator
+plan: $(STAMP) ## Print the capacity plan of EXAMPLE: weights/KV per GPU, max context, concurrency per role
+	$(BIN)/glmctl plan $(EXAMPLE)
+
+bench: $(STAMP) ## Benchmarks: plan+validate+render median (target < 50 ms), requests per reconcile and apply→children latency on the emulator
+	$(BIN)/python -m benchmarks.plan
 	$(BIN)/python -m benchmarks.reconcile
 
 clean: ## Remove the virtualenv and caches
