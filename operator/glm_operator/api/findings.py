@@ -41,7 +41,32 @@ class Finding:
     reason: str = "InvalidSpec"
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.message} (value: {self.value!r}). Fix: {self.fix}"
+        return f"{self.field}: {self.message} (value: {show_value(self.value)}). Fix: {self.fix}"
+
+
+def show_value(value: Any) -> str:
+    """A value as a user wrote it in YAML: ``not set`` for None, ``true``/``false``, strings quoted."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+class FieldError(ValueError):
+    """A cross-field check inside a pydantic validator that blames one sub-field.
+
+    Raised from a ``model_validator``; :func:`glm_operator.api.load.findings_from_validation_error`
+    turns it into a :class:`Finding` at ``<model path>.<field>`` with this value, message and fix
+    (pydantic alone would blame the whole model and offer a generic fix).
+    """
+
+    def __init__(self, field: str, value: Any, message: str, fix: str) -> None:
+        super().__init__(f"{message}; {fix}")
+        self.field = field
+        self.value = value
+        self.message = message
+        self.fix = fix
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from glm_operator.api.findings import Finding, SpecInvalidError
+from glm_operator.api.findings import FieldError, Finding, SpecInvalidError
 from glm_operator.api.spec import (
     API_GROUP,
     API_VERSION,
@@ -166,6 +166,11 @@ def findings_from_validation_error(exc: ValidationError, model: type[BaseModel],
     for error in exc.errors(include_url=False):
         loc = [str(part) for part in error["loc"]]
         path = prefix + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldError):
+            findings.append(Finding(field=f"{path}.{cause.field}", value=cause.value, message=cause.message,
+                                    fix=cause.fix))
+            continue
         findings.append(
             Finding(
                 field=path,
@@ -183,7 +188,8 @@ def _message(error: Any) -> str:
     if error["type"] == "missing":
         return "required field is missing"
     if error["type"] == "string_pattern_mismatch" and "Ki|Mi|Gi" in str((error.get("ctx") or {}).get("pattern")):
-        return "not a Kubernetes memory quantity"
+        value = str(error.get("input", ""))
+        return "a negative size" if value.startswith("-") else "not a Kubernetes memory quantity"
     return str(error["msg"]).removeprefix("Value error, ")
 
 
@@ -208,7 +214,7 @@ def _fix(error: Any, model: type[BaseModel], loc: list[str]) -> str:
         if "Ki|Mi|Gi" in pattern:
             return "write a Kubernetes memory quantity such as 48Gi or 512Gi"
         return f"match the pattern {pattern}"
-    return "correct the value to the documented type (see `kubectl explain glmdeployment.spec`)"
+    return "correct the value to the documented type (`glmctl crd` or `kubectl explain glmdeployment.spec` shows it)"
 
 
 def _known_fields(model: type[BaseModel], loc: list[str]) -> list[str]:
