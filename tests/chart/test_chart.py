@@ -95,6 +95,7 @@ def test_metrics_port_service_and_service_monitor_agree(helm: Path) -> None:
     (monitor,) = by_kind(objects, "ServiceMonitor")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True  # capacity gauges carry namespace/name
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert container["image"].endswith("@sha256:" + "0" * 64)
 
