@@ -86,9 +86,6 @@ def test_every_queried_metric_is_in_the_table() -> None:
     assert len(queries) > 20
     used = set().union(*(queried_metrics(q) for q in queries))
     assert not used - known, f"queried but not in observability/metrics.yaml: {sorted(used - known)}"
-    # the table lists nothing the dashboard does not use (it is the dashboard's table)
-    unused = {row["name"] for row in table() if not exposed_series(row) & used}
-    assert not unused, f"in the table but queried nowhere: {sorted(unused)}"
 
 
 def test_the_extractor_sees_through_functions_and_operators() -> None:
@@ -102,9 +99,11 @@ def test_operator_rows_are_what_the_operator_exports() -> None:
     exported = {
         family.name: family.type for family in metrics.REGISTRY.collect() if family.name.startswith("glm_operator_")
     }
+    assert set(exported) <= set(rows), "a fixed operator metric is missing from observability/metrics.yaml"
     # capacity gauges appear once a reconcile reported capacity; their names come from the status model
+    # (a new status.capacity field adds a gauge; list it in the table when the dashboard queries it)
     exported.update({name: "gauge" for name in metrics.capacity_metric_names()})
-    assert rows == exported
+    assert rows.items() <= exported.items(), "the table lists an operator metric that is not exported"
 
 
 def test_dashboard_covers_the_serving_signals() -> None:

@@ -3,6 +3,7 @@ the HTTP server and its port setting."""
 
 from __future__ import annotations
 
+import socket
 import urllib.request
 from collections.abc import Iterator
 
@@ -114,3 +115,16 @@ def test_port_zero_starts_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GLM_METRICS_PORT", "0")
     assert metrics.start_from_env() is None
     assert metrics.SERVER.port is None
+
+
+def test_a_taken_port_disables_metrics_instead_of_stopping_the_operator(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setenv("GLM_METRICS_PORT", str(taken.getsockname()[1]))
+        monkeypatch.setenv("GLM_METRICS_ADDRESS", "127.0.0.1")
+        assert metrics.start_from_env() is None
+    assert metrics.SERVER.port is None
+    assert "metrics disabled" in caplog.text

@@ -257,11 +257,21 @@ def port_from_env() -> int:
 
 def start_from_env() -> int | None:
     """Start :data:`SERVER` per ``$GLM_METRICS_PORT`` / ``$GLM_METRICS_ADDRESS``; returns the port, or
-    ``None`` when disabled. Clears per-CR series from an earlier run in this process."""
+    ``None`` when disabled or the port cannot be bound (logged as a warning: the operator runs on
+    without metrics). Clears per-CR series from an earlier run in this process.
+
+    Raises:
+        ValueError: ``$GLM_METRICS_PORT`` is not a port number.
+    """
     CAPACITY.clear()
     port = port_from_env()
     if port == 0:
         SERVER.stop()
         return None
-    SERVER.start(port, os.environ.get("GLM_METRICS_ADDRESS", DEFAULT_ADDRESS))
+    address = os.environ.get("GLM_METRICS_ADDRESS", DEFAULT_ADDRESS)
+    try:
+        SERVER.start(port, address)
+    except OSError as exc:  # metrics are not worth stopping the operator for (e.g. port taken in `make run`)
+        log.warning("metrics disabled: cannot listen on %s:%s (%s); set %s", address, port, exc, PORT_ENV)
+        return None
     return SERVER.port
