@@ -11,7 +11,7 @@ CHART := charts/glm-operator
 # A real helm v3 from a PyPI wheel (tests/helm_tool.py); the chart tests use it.
 HELM := $(VENV)/tools/helm
 
-.PHONY: help venv run test lint unit crds golden render chart images bench clean
+.PHONY: help venv run test lint unit crds golden render plan chart images bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ golden: $(STAMP) ## Regenerate tests/golden/*.yaml from examples/*.yaml (review 
 render: $(STAMP) ## Print the manifests of EXAMPLE (default examples/glm-5.3-pd.yaml)
 	$(BIN)/glmctl render $(EXAMPLE)
 
+plan: $(STAMP) ## Print the capacity plan of EXAMPLE: weights/KV per GPU, max context, concurrency per role
+	$(BIN)/glmctl plan $(EXAMPLE)
+
 chart: $(STAMP) $(HELM) ## Lint and render the Helm chart (default values and ci/ci-values.yaml)
 	$(HELM) lint --strict $(CHART)
 	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/ci-values.yaml
@@ -62,7 +65,8 @@ chart: $(STAMP) $(HELM) ## Lint and render the Helm chart (default values and ci
 images: ## Build images/vllm-glm and images/operator with docker buildx (needs a Docker engine; else says why, exit 1)
 	@bash images/build.sh
 
-bench: $(STAMP) ## Benchmarks: requests per reconcile and apply→children latency on the local emulator
+bench: $(STAMP) ## Benchmarks: plan+validate+render median (target < 50 ms), requests per reconcile and apply→children latency on the emulator
+	$(BIN)/python -m benchmarks.plan
 	$(BIN)/python -m benchmarks.reconcile
 
 clean: ## Remove the virtualenv and caches

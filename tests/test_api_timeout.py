@@ -45,12 +45,16 @@ def silent_server() -> Iterator[str]:
     sock.close()
 
 
-def test_request_to_a_silent_server_times_out(
-    silent_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def silent_kubeconfig(silent_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``$KUBECONFIG`` pointing at the silent server; returns its URL."""
     kubeconfig = tmp_path / "kubeconfig"
     write_kubeconfig(kubeconfig, silent_server)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    return silent_server
+
+
+def test_request_to_a_silent_server_times_out(silent_kubeconfig: str) -> None:
     api = make_api_client(timeout_seconds=0.5)
     started = time.monotonic()
     with pytest.raises((urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError)):
@@ -58,21 +62,15 @@ def test_request_to_a_silent_server_times_out(
     assert time.monotonic() - started < 5
 
 
-def test_explicit_per_call_timeout_wins(silent_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, silent_server)
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+def test_explicit_per_call_timeout_wins(silent_kubeconfig: str) -> None:
     api = make_api_client(timeout_seconds=60)
     started = time.monotonic()
     with pytest.raises((urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError)):
-        api.call_api("GET", f"{silent_server}/version", _request_timeout=0.3)
+        api.call_api("GET", f"{silent_kubeconfig}/version", _request_timeout=0.3)
     assert time.monotonic() - started < 5
 
 
-def test_timeout_from_environment(silent_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, silent_server)
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+def test_timeout_from_environment(silent_kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GLM_API_TIMEOUT_SECONDS", "7.5")
     assert make_api_client().default_timeout_seconds == 7.5
     for bad in ("soon", "0", "-3", "nan"):

@@ -52,7 +52,7 @@ def test_crd_identity_and_printer_columns() -> None:
     version = crd["spec"]["versions"][0]
     assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Ready", "Mode", "Max-Context", "Endpoint", "Age"]
+    assert columns == ["Ready", "Mode", "Max-Context", "KV/GPU", "Endpoint", "Age"]
 
 
 def test_schema_is_structural() -> None:

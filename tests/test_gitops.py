@@ -18,7 +18,7 @@ from glm_operator.api.findings import Finding, Severity
 from glm_operator.api.load import parse
 from glm_operator.observe import status as observe
 from glm_operator.render.manifests import render
-from tests.conftest import ROOT
+from tests.conftest import ROOT, seed
 
 GITOPS = ROOT / "examples" / "gitops"
 HEALTH_KEY = "resource.customizations.health.serving.glm.dev_GLMDeployment"
@@ -104,7 +104,7 @@ def _healthy(generation: int, ready: int, apply_error: str | None = None, previo
     workloads = {role: (_workload(ready), 1) for role in ("prefill", "decode", "router")}
     return observe.healthy_status(
         previous=previous or {}, generation=generation, workloads=workloads, endpoint="http://glm-5-3-epp.default.svc:80",
-        max_context_tokens=1048576, warnings=[], now=NOW, apply_error=apply_error,
+        plan=render(parse(seed())).plan, warnings=[], now=NOW, apply_error=apply_error,
     )
 
 

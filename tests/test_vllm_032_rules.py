@@ -51,6 +51,7 @@ def test_hisparse_uses_vllms_default_cudagraph_mode() -> None:
 def test_sparse_mla_pcp_without_dcp_disables_cuda_graphs() -> None:
     cr = _seed()
     cr["spec"]["prefill"]["parallelism"] = {"tensor": 1, "prefillContext": 8, "decodeContext": 1, "expert": True}
+    cr["spec"]["model"]["maxModelLen"] = 262_144  # PCP without DCP replicates the KV: 1M does not fit
     args = _args(cr, "glm-5-3-prefill")
     assert json.loads(args[args.index("--compilation-config") + 1]) == {"cudagraph_mode": "NONE"}
     cr["spec"]["prefill"]["extraArgs"] = ['--compilation-config={"cudagraph_mode":"PIECEWISE"}']

@@ -5,6 +5,7 @@ Exit codes: 0 success; 1 the input is invalid (findings printed to stderr); 2 us
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,12 +14,16 @@ import typer
 import yaml
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from glm_operator import __version__, versions
 from glm_operator.api.crd import build_crd
 from glm_operator.api.findings import Finding, Severity, SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.api.spec import KIND
+from glm_operator.plan import rules
+from glm_operator.plan.capacity import Plan, plan_deployment
+from glm_operator.plan.report import gib, plan_report, table_rows
 from glm_operator.render.manifests import Rendered, render
 from glm_operator.render.serialize import to_json, to_yaml
 
@@ -29,6 +34,7 @@ app = typer.Typer(
     add_completion=False,
 )
 err = Console(stderr=True, soft_wrap=True, highlight=False)
+out = Console(soft_wrap=True, highlight=False)
 
 
 class InputError(Exception):
@@ -190,6 +196,69 @@ def validate_cmd(
             print_findings(result.warnings, str(file))
     warnings = sum(len(result.warnings) for result in results)
     typer.echo(f"{file}: valid" + (f" ({warnings} warning(s) above)" if warnings else ""))
+
+
+@app.command("plan")
+def plan_cmd(
+    file: Annotated[Path, typer.Argument(help="GLMDeployment YAML file, or - for stdin.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    namespace: NamespaceOption = None,
+) -> None:
+    """Print the capacity plan: weights and KV per GPU, max context and concurrency per role.
+
+    Exits 1 when a rule refuses the CR (the plan is still printed, then the problems)."""
+    try:
+        docs = load_documents(file)
+    except InputError as exc:
+        raise _fail(exc, file) from None
+    failed = False
+    reports = []
+    for index, doc in enumerate(docs, start=1):
+        if namespace is not None and isinstance(doc.get("metadata"), dict):
+            doc["metadata"].setdefault("namespace", namespace)
+        source = f"{file} (document {index})" if len(docs) > 1 else str(file)
+        try:
+            deployment = parse(doc)
+        except SpecInvalidError as exc:
+            print_findings(exc.findings, source)
+            failed = True
+            continue
+        plan = plan_deployment(deployment.spec)
+        findings = rules.check(deployment.spec)
+        failed = failed or bool(rules.errors(findings))
+        if as_json:
+            reports.append({"name": deployment.name, "namespace": deployment.namespace,
+                            **plan_report(plan, findings)})
+            continue
+        print_plan(deployment.name, plan)
+        if findings:
+            print_findings(findings, source)
+    if as_json and reports:
+        sys.stdout.write(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2) + "\n")
+    if failed:
+        raise typer.Exit(code=1)
+
+
+def print_plan(name: str, plan: Plan) -> None:
+    """The plan of one GLMDeployment as a table on stdout."""
+    source = {"spec": "spec.model.maxModelLen", "model": "the model's limit",
+              "kvBudget": "derived from the KV budget"}[plan.max_model_len_source]
+    ridge = f", ridge {plan.ridge_flop_per_byte:.0f} FLOP/B" if plan.ridge_flop_per_byte else ""
+    out.print(escape(
+        f"{name}: {plan.model.name} ({plan.quantization} weights) on {plan.gpu.name} "
+        f"({gib(plan.gpu.hbm_bytes)}{ridge})"
+    ))
+    out.print(escape(
+        f"KV {plan.kv.total:,} B/token ({plan.kv.mla:,} MLA + {plan.kv.indexer:,} indexer); max context "
+        f"{plan.max_model_len:,} tokens ({source}; model limit {plan.model_max_context:,})"
+    ))
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("")
+    for role in plan.roles:
+        table.add_column(role, justify="right")
+    for label, cells in table_rows(plan):
+        table.add_row(escape(label), *(escape(c) for c in cells))
+    out.print(table)
 
 
 @app.command("crd")

@@ -54,7 +54,14 @@ async def test_create_applies_every_child_with_an_owner_reference(cluster: Clust
         assert ref["uid"] == cr["metadata"]["uid"] and ref["controller"] is True
     status = cr["status"]
     assert status["endpoint"] == "http://glm-5-3-epp.default.svc:80"
-    assert status["capacity"] == {"maxContextTokens": 1048576}
+    capacity = status["capacity"]
+    assert capacity["maxContextTokens"] == 1048576 and capacity["maxContextSource"] == "spec"
+    assert capacity["kvBytesPerToken"] == 54_728 and capacity["kvPerGpu"] == "15.0Gi"
+    assert capacity["decode"]["maxConcurrentAtMaxContext"] == 8 == capacity["maxConcurrentAtMaxContext"]
+    assert capacity["prefill"]["maxContextTokens"] > 1048576
+    planned = _condition(cr, "Planned")
+    assert planned["status"] == "True" and planned["reason"] == "Planned"
+    assert "max context 1,048,576 tokens" in planned["message"]
     assert status["prefill"] == {"replicas": 1, "readyReplicas": 0}
     assert _condition(cr, "Ready")["status"] == "False"
     assert _condition(cr, "Progressing")["reason"] == "RollingOut"

@@ -32,7 +32,7 @@ GLMD: dict[str, Any] = {
     "spec": {"mode": "disaggregated"},
     "status": {
         "conditions": [{"type": "Progressing", "status": "True"}, {"type": "Ready", "status": "False"}],
-        "capacity": {"maxContextTokens": 1048576},
+        "capacity": {"maxContextTokens": 1048576, "kvPerGpu": "15.0Gi"},
         "replicas": [3, 5, 8],
     },
 }
@@ -155,10 +155,10 @@ def test_crd_columns_and_table_rows() -> None:
     definitions = table["columnDefinitions"]
     assert [(c["name"], c["type"], c["priority"]) for c in definitions] == [
         ("Name", "string", 0), ("Ready", "string", 0), ("Mode", "string", 0), ("Max-Context", "integer", 0),
-        ("Endpoint", "string", 1), ("Age", "date", 0)]
+        ("KV/GPU", "string", 0), ("Endpoint", "string", 1), ("Age", "date", 0)]
     assert definitions[0]["format"] == "name"
     assert table["rows"] == [{
-        "cells": ["glm", "False", "disaggregated", 1048576, None, "3m12s"],
+        "cells": ["glm", "False", "disaggregated", 1048576, "15.0Gi", None, "3m12s"],
         "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": GLMD["metadata"]},
     }]
 
@@ -251,7 +251,7 @@ def test_kubectl_get_prints_the_crd_printer_columns(kubectl_env: dict[str, str])
     status = {"status": {
         "conditions": [{"type": "Ready", "status": "False", "reason": "Progressing", "message": "starting",
                         "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-        "capacity": {"maxContextTokens": 1048576},
+        "capacity": {"maxContextTokens": 1048576, "kvPerGpu": "15.0Gi"},
         "endpoint": "http://glm-5-3.default.svc:8000",
     }}
     kubectl(kubectl_env, "patch", "glmd", "glm-5-3", "--subresource=status", "--type=merge", "-p", json.dumps(status))
@@ -259,15 +259,15 @@ def test_kubectl_get_prints_the_crd_printer_columns(kubectl_env: dict[str, str])
     out = kubectl(kubectl_env, "get", "glmd")
     print(f"$ kubectl get glmd\n{out}")
     headers, rows = table_of(out)
-    assert headers == ["NAME", "READY", "MODE", "MAX-CONTEXT", "AGE"]
-    assert rows[0][:4] == ["glm-5-3", "False", "disaggregated", "1048576"]
-    assert rows[0][4][-1] in "smhdy"
+    assert headers == ["NAME", "READY", "MODE", "MAX-CONTEXT", "KV/GPU", "AGE"]
+    assert rows[0][:5] == ["glm-5-3", "False", "disaggregated", "1048576", "15.0Gi"]
+    assert rows[0][5][-1] in "smhdy"
 
     wide = kubectl(kubectl_env, "get", "glmd", "-o", "wide")
     print(f"$ kubectl get glmd -o wide\n{wide}")
     headers, rows = table_of(wide)
-    assert headers == ["NAME", "READY", "MODE", "MAX-CONTEXT", "ENDPOINT", "AGE"]
-    assert rows[0][:5] == ["glm-5-3", "False", "disaggregated", "1048576", "http://glm-5-3.default.svc:8000"]
+    assert headers == ["NAME", "READY", "MODE", "MAX-CONTEXT", "KV/GPU", "ENDPOINT", "AGE"]
+    assert rows[0][:6] == ["glm-5-3", "False", "disaggregated", "1048576", "15.0Gi", "http://glm-5-3.default.svc:8000"]
 
     headers, rows = table_of(kubectl(kubectl_env, "get", "glmd", "glm-5-3", "--show-labels"))
     assert headers[-1] == "LABELS" and rows[0][0] == "glm-5-3"

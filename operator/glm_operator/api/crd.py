@@ -26,6 +26,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
     {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
     {"name": "Max-Context", "type": "integer", "jsonPath": ".status.capacity.maxContextTokens"},
+    {"name": "KV/GPU", "type": "string", "jsonPath": ".status.capacity.kvPerGpu"},
     {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

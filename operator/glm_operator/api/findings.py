@@ -29,6 +29,8 @@ class Finding:
         message: what is wrong, with the numbers.
         fix: what to change.
         severity: :class:`Severity`.
+        reason: CamelCase condition reason for status (``InvalidSpec``; the capacity rules use
+            ``CapacityExceeded``).
     """
 
     field: str
@@ -36,6 +38,7 @@ class Finding:
     message: str
     fix: str
     severity: Severity = Severity.ERROR
+    reason: str = "InvalidSpec"
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message} (value: {self.value!r}). Fix: {self.fix}"

@@ -144,11 +144,59 @@ class WeightsSource(_Model):
         return self
 
 
-ModelProfileName = Literal["glm-5.3", "glm-5.2", "glm-5.1", "glm-5", "deepseek-v3.2", "kimi-k2.6"]
+ModelProfileName = Literal["glm-5.3", "glm-5.2", "glm-5.1", "glm-5", "deepseek-v3.2", "kimi-k2.6", "custom"]
+Quantization = Literal["fp8", "nvfp4", "int4", "bf16"]
+
+
+def _dim(description: str, *, ge: int = 1, le: int = 1_000_000) -> Any:
+    return Field(ge=ge, le=le, description=description)
+
+
+class ArchitectureSpec(_Model):
+    """The architecture of a model the planner has no profile for (``profile: custom``), with the
+    field names of its Hugging Face ``config.json``. MLA models only (DeepSeek-V3 family)."""
+
+    max_context_tokens: int = _dim("max_position_embeddings (tokens).", ge=1024, le=16_777_216)
+    layers: int = _dim("num_hidden_layers, MTP layers excluded.", le=512)
+    dense_layers: int = _dim("first_k_dense_replace: leading layers with a dense MLP.", ge=0, le=512)
+    hidden_size: int = _dim("hidden_size.", le=65_536)
+    attention_heads: int = _dim("num_attention_heads.", le=1024)
+    q_lora_rank: int = _dim("q_lora_rank (0: no query LoRA).", ge=0, le=65_536)
+    kv_lora_rank: int = _dim("kv_lora_rank (MLA latent width).", le=65_536)
+    qk_nope_head_dim: int = _dim("qk_nope_head_dim.", le=4096)
+    qk_rope_head_dim: int = _dim("qk_rope_head_dim.", le=4096)
+    v_head_dim: int = _dim("v_head_dim.", le=4096)
+    routed_experts: int = _dim("n_routed_experts (0: dense model).", ge=0, le=65_536)
+    shared_experts: int = _dim("n_shared_experts.", ge=0, le=64)
+    moe_intermediate_size: int = _dim("moe_intermediate_size.", ge=0, le=262_144)
+    intermediate_size: int = _dim("intermediate_size of the dense layers.", le=262_144)
+    vocab_size: int = _dim("vocab_size.", le=4_194_304)
+    indexer_layers: int = _dim("Layers with a lightning indexer (0: no sparse attention).", ge=0, le=512)
+    indexer_heads: int = _dim("index_n_heads.", ge=0, le=1024)
+    indexer_head_dim: int = _dim("index_head_dim.", ge=0, le=4096)
+    index_topk: int = _dim("index_topk.", ge=0, le=1_048_576)
+    mtp_layers: int = _dim("num_nextn_predict_layers.", ge=0, le=8)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ArchitectureSpec:
+        if self.dense_layers > self.layers:
+            raise ValueError("denseLayers cannot exceed layers")
+        if self.indexer_layers > self.layers:
+            raise ValueError("indexerLayers cannot exceed layers")
+        if self.indexer_layers and not (self.indexer_heads and self.indexer_head_dim and self.index_topk):
+            raise ValueError("a model with indexerLayers > 0 needs indexerHeads, indexerHeadDim and indexTopk")
+        return self
 
 
 class ModelSpec(_Model):
     """The model to serve."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            ("self.profile != 'custom' || has(self.architecture)", "profile custom needs model.architecture"),
+            ("self.profile == 'custom' || !has(self.architecture)", "model.architecture is only for profile custom"),
+        )
+    )
 
     name: str = Field(
         min_length=1,
@@ -173,18 +221,77 @@ class ModelSpec(_Model):
         default=None,
         ge=1024,
         le=16_777_216,
-        description="--max-model-len in tokens. Default: the profile's context limit.",
+        description="--max-model-len in tokens. Default: the largest context that the model allows and the KV "
+        "budget of every role holds (status.capacity says which).",
     )
+    quantization: Quantization | None = Field(
+        default=None,
+        description="Weight format of the checkpoint, for the planner's weights-per-GPU. Default: the profile's "
+        "usual checkpoint (fp8 for GLM-5.x and DeepSeek-V3.2, nvfp4 for Kimi K2.6, bf16 for custom).",
+    )
+    architecture: ArchitectureSpec | None = Field(
+        default=None, description="Required with profile custom (and only then): the model's config.json shape."
+    )
+
+    @model_validator(mode="after")
+    def _architecture_with_custom(self) -> ModelSpec:
+        if self.profile == "custom" and self.architecture is None:
+            raise ValueError(
+                "profile custom needs model.architecture (layers, hiddenSize, kvLoraRank, ... from the model's "
+                "config.json); or pick a known profile"
+            )
+        if self.profile != "custom" and self.architecture is not None:
+            raise ValueError(f"model.architecture is only for profile custom; profile {self.profile} is built in")
+        return self
 
 
 # --------------------------------------------------------------------------------------------- cluster-wide
 
 
+#: GPU products the planner has profiles for (glm_operator.plan.profiles.GPUS).
+KNOWN_GPU_PRODUCTS = ("H200", "B200")
+
+
 class GpuSpec(_Model):
     """The GPU nodes the engines run on."""
 
-    product: Literal["H200", "B200"] = Field(default="H200", description="GPU product; selects the node label.")
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                "self.product in ['H200', 'B200'] || has(self.memory)",
+                "the planner knows H200 and B200; for another product set gpu.memory (memory per GPU)",
+            ),
+        )
+    )
+
+    product: str = Field(
+        default="H200",
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="GPU product: H200 or B200 (planner profiles, node label from GPU feature discovery), or the "
+        "nvidia.com/gpu.product label value of another GPU together with gpu.memory.",
+    )
     per_node: int = Field(default=8, ge=1, le=16, description="GPUs per node; one engine owns one node.")
+    memory: MemoryQuantity | None = Field(
+        default=None,
+        description="Memory per GPU as the driver reports it (e.g. 143771Mi for H200). Required for a product "
+        "the planner does not know; overrides the profile otherwise.",
+    )
+    node_memory: MemoryQuantity | None = Field(
+        default=None,
+        description="Allocatable host memory of one GPU node. When set, every engine pod's memory request "
+        "(engine + KV pools + /dev/shm) must fit in it.",
+    )
+
+    @model_validator(mode="after")
+    def _memory_for_unknown(self) -> GpuSpec:
+        if self.product not in KNOWN_GPU_PRODUCTS and self.memory is None:
+            raise ValueError(
+                f"the planner does not know GPU product {self.product!r} (known: {', '.join(KNOWN_GPU_PRODUCTS)}); "
+                "set gpu.memory to its memory per GPU (e.g. 80Gi), or use a known product"
+            )
+        return self
 
 
 class KvCacheSpec(_Model):

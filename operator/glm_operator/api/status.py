@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-ConditionType = Literal["Ready", "Progressing", "Degraded"]
+ConditionType = Literal["Ready", "Progressing", "Degraded", "Planned"]
 
 
 class _Status(BaseModel):
@@ -37,10 +37,38 @@ class ReplicaStatus(_Status):
     ready_replicas: int = Field(default=0, ge=0)
 
 
+class RoleCapacity(_Status):
+    """The capacity plan of one engine role (``glmctl plan`` shows the same numbers)."""
+
+    weights_bytes_per_gpu: int = Field(ge=0, description="Weight bytes each GPU holds.")
+    kv_bytes_per_gpu: int = Field(description="KV-cache budget per GPU in bytes (negative: the weights do not fit).")
+    max_context_tokens: int = Field(ge=0, description="Longest single request one DP rank holds (tokens).")
+    max_concurrent_at_max_context: int = Field(
+        ge=0, description="Requests of the rendered --max-model-len the whole role holds at once."
+    )
+    host_pool_bytes_per_rank: int = Field(default=0, ge=0, description="HiSparse host pool per DP rank (bytes).")
+    host_memory_bytes: int = Field(ge=0, description="Memory request of one engine pod (bytes).")
+
+
 class CapacityStatus(_Status):
-    """The capacity the deployment was rendered for."""
+    """The capacity plan the deployment was rendered for."""
 
     max_context_tokens: int | None = Field(default=None, ge=0, description="--max-model-len actually rendered.")
+    max_context_source: Literal["spec", "model", "kvBudget"] | None = Field(
+        default=None,
+        description="Where maxContextTokens comes from: spec.model.maxModelLen, the model's limit, or the longest "
+        "context the KV budget of every role holds (maxModelLen not set).",
+    )
+    model_max_context_tokens: int | None = Field(default=None, ge=0, description="The model's context limit.")
+    kv_bytes_per_token: int | None = Field(default=None, ge=0, description="KV bytes of one token, all layers.")
+    kv_bytes_per_gpu: int | None = Field(default=None, description="Smallest KV budget per GPU over the roles.")
+    kv_per_gpu: str | None = Field(default=None, description="kvBytesPerGpu for people, e.g. 15.0Gi.")
+    max_concurrent_at_max_context: int | None = Field(
+        default=None, ge=0, description="Requests at maxContextTokens the decode (or engine) role holds at once."
+    )
+    prefill: RoleCapacity | None = None
+    decode: RoleCapacity | None = None
+    engine: RoleCapacity | None = None
 
 
 class GLMDeploymentStatus(_Status):

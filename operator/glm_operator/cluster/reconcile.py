@@ -200,7 +200,7 @@ def reconcile(api: client.ApiClient, body: dict[str, Any]) -> Outcome:
         generation=generation,
         workloads=workloads,
         endpoint=rendered.endpoint,
-        max_context_tokens=rendered.max_context_tokens,
+        plan=rendered.plan,
         warnings=rendered.warnings,
         now=now,
         apply_error=outcome.error,

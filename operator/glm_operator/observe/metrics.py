@@ -14,9 +14,11 @@ may query is ``observability/metrics.yaml``):
 - ``glm_operator_managed_deployments`` (gauge): GLMDeployments this process watches.
 - ``glm_operator_capacity_<field>{namespace,name}`` (gauges): one per numeric field of
   ``status.capacity`` (:class:`glm_operator.api.status.CapacityStatus`), the camelCase field name
-  in snake case: ``maxContextTokens`` → ``glm_operator_capacity_max_context_tokens`` (tokens). A
-  field added to the status model later (e.g. ``kvBytesPerGpu`` → ``…_kv_bytes_per_gpu``, bytes) is
-  exported without touching this module. Label cardinality is one series per CR and field.
+  in snake case: ``maxContextTokens`` → ``glm_operator_capacity_max_context_tokens`` (tokens),
+  ``kvBytesPerGpu`` → ``…_kv_bytes_per_gpu`` (bytes), ``kvBytesPerToken``, ``modelMaxContextTokens``,
+  ``maxConcurrentAtMaxContext`` (requests). A numeric field added to the status model later is
+  exported without touching this module; strings (``kvPerGpu``) and per-role objects are not.
+  Label cardinality is one series per CR and field.
 - ``process_*`` / ``python_*`` from prometheus-client's process and platform collectors.
 
 The metrics live in their own :data:`REGISTRY` (not prometheus-client's global one), so importing
@@ -30,6 +32,7 @@ import logging
 import os
 import re
 import threading
+import typing
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 from wsgiref.simple_server import WSGIServer
@@ -91,9 +94,11 @@ def snake(name: str) -> str:
 
 
 def capacity_metric_names() -> list[str]:
-    """The gauge names of every field the status model declares under ``status.capacity``."""
+    """The gauge names of every numeric field the status model declares under ``status.capacity``
+    (strings such as ``kvPerGpu`` and per-role objects are not exported)."""
     return sorted(
         f"{PREFIX}_capacity_{snake(field.alias or name)}" for name, field in CapacityStatus.model_fields.items()
+        if set(typing.get_args(field.annotation) or (field.annotation,)) - {type(None)} <= {int, float}
     )
 
 

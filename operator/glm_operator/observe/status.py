@@ -11,11 +11,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from glm_operator.api.findings import Finding
+from glm_operator.api.quantity import GIB
+from glm_operator.plan.capacity import Plan
 from glm_operator.render import names
 
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+PLANNED = "Planned"
 
 
 def condition(
@@ -73,7 +76,7 @@ def healthy_status(
     generation: int,
     workloads: dict[str, tuple[dict[str, Any] | None, int]],
     endpoint: str,
-    max_context_tokens: int,
+    plan: Plan,
     warnings: list[Finding],
     now: str,
     apply_error: str | None = None,
@@ -83,6 +86,7 @@ def healthy_status(
     Args:
         previous: the current ``status`` of the CR (may be empty).
         workloads: ``{"prefill"|"decode"|"engine"|"router": (live workload or None, desired replicas)}``.
+        plan: the capacity plan the children were rendered for (``status.capacity`` and ``Planned``).
         apply_error: set when applying children failed (Degraded with reason ``ApplyFailed``).
     """
     conditions = previous.get("conditions") or []
@@ -121,14 +125,60 @@ def healthy_status(
             conditions, DEGRADED, status=False, reason="AsExpected", message=warning_text,
             generation=generation, now=now,
         )
+    planned = condition(
+        conditions, PLANNED, status=True,
+        reason="ContextLimitedByKV" if plan.max_model_len_source == "kvBudget" else "Planned",
+        message=plan_summary(plan), generation=generation, now=now,
+    )
     status: dict[str, Any] = {
         "observedGeneration": generation,
-        "conditions": [ready_cond, progressing, degraded],
+        "conditions": [ready_cond, progressing, degraded, planned],
         "endpoint": endpoint,
-        "capacity": {"maxContextTokens": max_context_tokens},
+        "capacity": capacity_status(plan),
         **counts,
     }
     return status
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / GIB:.1f}Gi"
+
+
+def capacity_status(plan: Plan) -> dict[str, Any]:
+    """``status.capacity`` (camelCase, integers in bytes/tokens) from a :class:`Plan`."""
+    tokens = plan.max_model_len
+    out: dict[str, Any] = {
+        "maxContextTokens": tokens,
+        "maxContextSource": plan.max_model_len_source,
+        "modelMaxContextTokens": plan.model_max_context,
+        "kvBytesPerToken": plan.kv.total,
+        "kvBytesPerGpu": int(plan.min_kv_budget_bytes_per_gpu),
+        "kvPerGpu": _gib(plan.min_kv_budget_bytes_per_gpu),
+        "maxConcurrentAtMaxContext": plan.serving_role.concurrency(tokens),
+    }
+    for name, rp in plan.roles.items():
+        out[name] = {
+            "weightsBytesPerGpu": int(rp.weights_bytes_per_gpu),
+            "kvBytesPerGpu": int(rp.kv_budget_bytes_per_gpu),
+            "maxContextTokens": rp.max_context_tokens,
+            "maxConcurrentAtMaxContext": rp.concurrency(tokens),
+            "hostPoolBytesPerRank": rp.host_pool_bytes_per_rank,
+            "hostMemoryBytes": rp.host_memory_bytes,
+        }
+    return out
+
+
+def plan_summary(plan: Plan) -> str:
+    """One line for the ``Planned`` condition: max context and where it comes from, KV per GPU and
+    concurrency per role."""
+    source = {"spec": "spec.model.maxModelLen", "model": "the model's limit",
+              "kvBudget": f"the KV budget; the model allows {plan.model_max_context:,}"}[plan.max_model_len_source]
+    roles = "; ".join(
+        f"{name}: {_gib(rp.kv_budget_bytes_per_gpu)} KV per GPU, {rp.concurrency(plan.max_model_len)} request(s) "
+        "at max context" + (f", {_gib(rp.host_pool_bytes_per_rank)} host pool per rank" if rp.hisparse else "")
+        for name, rp in plan.roles.items()
+    )
+    return f"max context {plan.max_model_len:,} tokens ({source}); {plan.kv.total:,} B/token KV; {roles}"
 
 
 def invalid_status(*, previous: dict[str, Any], generation: int, findings: list[Finding], now: str) -> dict[str, Any]:
@@ -142,6 +192,12 @@ def invalid_status(*, previous: dict[str, Any], generation: int, findings: list[
     status = {k: v for k, v in previous.items() if k not in {"conditions", "observedGeneration"}}
     status["observedGeneration"] = generation
     reason = "InvalidSpec"
+    capacity = [f for f in findings if f.reason == "CapacityExceeded"]
+    planned = condition(
+        conditions, PLANNED, status=False, reason="CapacityExceeded" if capacity else "InvalidSpec",
+        message="; ".join(str(f) for f in capacity) if capacity else "not planned: the spec is invalid",
+        generation=generation, now=now,
+    )
     status["conditions"] = [
         condition(conditions, READY, status=False, reason=reason, message=message, generation=generation, now=now),
         condition(
@@ -149,6 +205,7 @@ def invalid_status(*, previous: dict[str, Any], generation: int, findings: list[
             generation=generation, now=now,
         ),
         condition(conditions, DEGRADED, status=True, reason=reason, message=message, generation=generation, now=now),
+        planned,
     ]
     return status
 

@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator
 from glm_operator.api.findings import Finding, Severity
 from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
+from glm_operator.plan.capacity import ACTIVATION_RESERVE_BYTES, GPU_MEMORY_UTILIZATION, Plan, RolePlan, plan_deployment
 from glm_operator.plan.layout import needs_eager_pcp
+from glm_operator.plan.memory import host_memory_bytes, host_pool_bytes_per_rank, offload_bytes_per_rank
 from glm_operator.plan.ports import collisions, role_ports
-from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS, MODELS
+from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS, MODELS, model_profile
 
 Rule = Callable[[GLMDeploymentSpec], list[Finding]]
 
@@ -133,7 +135,7 @@ def parallel_layout(spec: GLMDeploymentSpec) -> list[Finding]:
                 "pinned 0.32.0 has no tested PCP×DP path",
                 "set data: 1 (scale with replicas) or prefillContext: 1",
             ))
-        if p.prefill_context > 1 and p.decode_context > 1 and not MODELS[spec.model.profile].sparse_mla:
+        if p.prefill_context > 1 and p.decode_context > 1 and not model_profile(spec).sparse_mla:
             out.append(Finding(
                 f"{base}.decodeContext", p.decode_context,
                 f"vLLM 0.32.0 runs PCP together with DCP for sparse MLA models only; {spec.model.profile} is "
@@ -155,7 +157,7 @@ def parallel_layout(spec: GLMDeploymentSpec) -> list[Finding]:
                 f"in {sorted(allowed)} only",
                 f"use one of {sorted(allowed)}",
             ))
-        heads = MODELS[spec.model.profile].attention_heads
+        heads = model_profile(spec).attention_heads
         if heads % p.tensor != 0:
             out.append(Finding(
                 f"{base}.tensor", p.tensor,
@@ -251,7 +253,7 @@ def hisparse_placement(spec: GLMDeploymentSpec) -> list[Finding]:
                 "with HiSparse the CPU offload beside it is hiSparse.offloadPerRank",
                 "remove cpuOffloadPerRank, or set hiSparse.enabled: false for plain CPU offload",
             ))
-        if not MODELS[spec.model.profile].sparse_mla:
+        if not model_profile(spec).sparse_mla:
             out.append(Finding(
                 "spec.decode.hiSparse", "enabled", f"HiSparse needs a sparse-MLA model; {spec.model.profile} is not",
                 "set hiSparse.enabled: false",
@@ -321,7 +323,7 @@ def model_limits(spec: GLMDeploymentSpec) -> list[Finding]:
     """Context, block size, MTP and sparse-MQA settings the model profile allows; the model name
     must not belong to another profile's family."""
     out = []
-    profile = MODELS[spec.model.profile]
+    profile = model_profile(spec)
     others = [p.name for p in MODELS.values()
               if p.name != profile.name and re.search(p.name_pattern, spec.model.name, re.IGNORECASE)]
     if others and not re.search(profile.name_pattern, spec.model.name, re.IGNORECASE):
@@ -449,6 +451,126 @@ def port_plan(spec: GLMDeploymentSpec) -> list[Finding]:
     return out
 
 
+CAPACITY = "CapacityExceeded"
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / GIB:,.1f} GiB"
+
+
+def _context_fix(spec: GLMDeploymentSpec, plan: Plan, rp: RolePlan) -> str:
+    """How to make a role hold a longer context, by what limits it."""
+    limit = max(0, rp.max_context_tokens // spec.kv_cache.block_size * spec.kv_cache.block_size)
+    lower = f"lower maxModelLen to at most {limit:,}" if limit >= 1024 else "lower maxModelLen"
+    if rp.hisparse:
+        needed = plan.max_model_len * plan.kv.mla / rp.decode_context
+        return f"raise {rp.role}.hiSparse.hostPoolPerRank (a {plan.max_model_len:,}-token request has " \
+               f"{_gib(needed)} of MLA rows), or {lower}"
+    if rp.role == "decode" and plan.model.sparse_mla:
+        return f"enable decode.hiSparse (MLA rows in a host pool per DP rank), or {lower}"
+    if rp.prefill_context > 1 and rp.decode_context == 1:
+        return f"set {rp.role}.parallelism.decodeContext: {rp.prefill_context} (DCP shards the KV by token), or {lower}"
+    if rp.data > 1 and rp.role != "decode":
+        n = rp.data * rp.tensor
+        return (f"give one request all {n} GPUs: {rp.role}.parallelism prefillContext {n} and decodeContext {n} "
+                f"instead of data {rp.data}, or {lower}")
+    if rp.decode_context < rp.tensor * rp.prefill_context:
+        return f"set {rp.role}.parallelism.decodeContext: {rp.tensor * rp.prefill_context}, or {lower}"
+    return lower
+
+
+def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
+    """Weights fit every GPU, and ``maxModelLen`` fits the KV budget of *every* role: one request of
+    that length must fit the prefill engine and one decode rank (on the GPU, or through the
+    HiSparse host pool). Without ``maxModelLen`` the planner derives the longest context that fits
+    (a warning says so when it is below the model's limit)."""
+    plan = plan_deployment(spec)
+    out = []
+    for name, rp in plan.roles.items():
+        if not rp.weights_fit:
+            fix = (f"set {name}.parallelism.expert: true to split the routed experts over the engine's GPUs"
+                   if not rp.expert_parallel else
+                   "use more GPUs per engine (parallelism), a GPU with more memory, or a smaller checkpoint "
+                   "format (model.quantization)")
+            out.append(Finding(
+                f"spec.{name}.parallelism", f"tensor {rp.tensor}, prefillContext {rp.prefill_context}, "
+                f"data {rp.data}, expert {rp.expert_parallel}",
+                f"{name}: the {plan.quantization} weights of {plan.model.name} need {_gib(rp.weights_bytes_per_gpu)} "
+                f"per GPU; a {plan.gpu.name} GPU has {_gib(rp.usable_bytes_per_gpu)} usable "
+                f"({GPU_MEMORY_UTILIZATION} of {_gib(plan.gpu.hbm_bytes)}) minus a "
+                f"{_gib(ACTIVATION_RESERVE_BYTES)} activation reserve, which leaves nothing for the KV cache",
+                fix, reason=CAPACITY,
+            ))
+    if out:
+        return out
+    tokens = plan.max_model_len
+    if plan.max_model_len_source == "spec":
+        for name, rp in plan.roles.items():
+            if rp.max_context_tokens >= tokens:
+                continue
+            total = tokens * plan.kv.total
+            where = "rank" if rp.data > 1 else "engine"
+            if rp.hisparse:
+                detail = (f"{_gib(rp.request_bytes_per_gpu(tokens))} on the GPU beyond the "
+                          f"{_gib(rp.host_pool_bytes_per_rank)} host pool (indexer KV, hot buffer and MLA rows "
+                          "that do not fit the pool)")
+            elif rp.decode_context > 1:
+                detail = f"{_gib(total / rp.decode_context)} per GPU under DCP{rp.decode_context}"
+            else:
+                detail = "on every GPU" + (" (PCP replicates the KV after its all-gather)"
+                                           if rp.prefill_context > 1 else "")
+            pool = "" if rp.hisparse else " and no host pool"
+            out.append(Finding(
+                "spec.model.maxModelLen", tokens,
+                f"{name} {where}: a {tokens:,}-token request needs {_gib(total)} of KV ({plan.kv.total:,} B/token), "
+                f"{detail}; a GPU has {_gib(rp.kv_budget_bytes_per_gpu)} for KV after "
+                f"{_gib(rp.weights_bytes_per_gpu)} of weights{pool}, so one {where} holds at most "
+                f"{rp.max_context_tokens:,} tokens",
+                _context_fix(spec, plan, rp), reason=CAPACITY,
+            ))
+    elif plan.max_model_len_source == "kvBudget":
+        limiting = min(plan.roles.values(), key=lambda r: r.max_context_tokens)
+        if plan.max_model_len < 1024:
+            out.append(Finding(
+                "spec.model.maxModelLen", None,
+                f"{limiting.role}: the KV budget holds only {limiting.max_context_tokens:,} tokens per request",
+                _context_fix(spec, plan, limiting), reason=CAPACITY,
+            ))
+        else:
+            out.append(Finding(
+                "spec.model.maxModelLen", None,
+                f"not set: rendering {plan.max_model_len:,} tokens, the longest context the {limiting.role} KV "
+                f"budget holds; {plan.model.name} allows {plan.model_max_context:,}",
+                "set maxModelLen to keep this value explicitly, or " + _context_fix(spec, plan, limiting),
+                Severity.WARNING, reason=CAPACITY,
+            ))
+    return out
+
+
+def host_memory(spec: GLMDeploymentSpec) -> list[Finding]:
+    """With ``gpu.nodeMemory`` declared, every engine pod's memory request (engine + KV pools of all
+    DP ranks + ``/dev/shm``) must fit one node; a pod that asks for more never schedules."""
+    if spec.gpu.node_memory is None:
+        return []
+    node = parse_bytes(spec.gpu.node_memory)
+    out = []
+    for name, role in _roles(spec):
+        need = host_memory_bytes(spec, role)
+        if need <= node:
+            continue
+        pools = role.parallelism.data * (host_pool_bytes_per_rank(role) + offload_bytes_per_rank(role))
+        out.append(Finding(
+            f"spec.{name}.resources.memory", role.resources.memory,
+            f"the {name} pod requests {_gib(need)} of host memory (engine {role.resources.memory} + KV pools "
+            f"{_gib(pools)} for {role.parallelism.data} DP rank(s) + /dev/shm {role.resources.shm}); a node has "
+            f"{spec.gpu.node_memory} (gpu.nodeMemory)",
+            f"shrink the KV pools (cpuOffloadPerRank / hiSparse) or resources.memory by {_gib(need - node)}, or "
+            "correct gpu.nodeMemory",
+            reason=CAPACITY,
+        ))
+    return out
+
+
 RULES: tuple[Rule, ...] = (
     mode_roles,
     parallel_layout,
@@ -459,6 +581,8 @@ RULES: tuple[Rule, ...] = (
     pd_consistency,
     escape_hatches,
     port_plan,
+    host_memory,
+    kv_capacity,
 )
 
 

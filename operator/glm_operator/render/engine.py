@@ -16,8 +16,9 @@ from typing import Any
 from glm_operator import versions
 from glm_operator.api.quantity import canonical_cpu, format_bytes, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
+from glm_operator.plan.memory import host_memory_bytes
 from glm_operator.plan.ports import SIDECAR_CONTAINER, VLLM_CONTAINER, RolePorts, role_ports
-from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS
+from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, gpu_profile
 from glm_operator.render import names
 from glm_operator.render.engine_args import SHUTDOWN_DRAIN_S, WEIGHTS_MOUNT, vllm_args
 
@@ -27,22 +28,6 @@ STARTUP_PERIOD_S = 10
 #: The pod's grace period: vLLM's drain (``--shutdown-timeout``) plus 30 s to exit.
 TERMINATION_GRACE_S = SHUTDOWN_DRAIN_S + 30
 GPU_RESOURCE = "nvidia.com/gpu"
-
-
-def host_memory_bytes(spec: GLMDeploymentSpec, role: RoleSpec) -> int:
-    """Memory request = limit of the vLLM container, bytes.
-
-    ``resources.memory`` (the engine itself) + per DP rank (``cpuOffloadPerRank`` or HiSparse
-    ``hostPoolPerRank + offloadPerRank``) + ``resources.shm`` (tmpfs pages count against the
-    container's memory cgroup).
-    """
-    ranks = role.parallelism.data
-    pools = 0
-    if role.hi_sparse is not None and role.hi_sparse.enabled:
-        pools += parse_bytes(role.hi_sparse.host_pool_per_rank) + parse_bytes(role.hi_sparse.offload_per_rank)
-    if role.cpu_offload_per_rank is not None:
-        pools += parse_bytes(role.cpu_offload_per_rank)
-    return parse_bytes(role.resources.memory) + ranks * pools + parse_bytes(role.resources.shm)
 
 
 def _env(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts) -> list[dict[str, Any]]:
@@ -223,7 +208,7 @@ def _tolerations(spec: GLMDeploymentSpec) -> list[dict[str, Any]]:
 
 
 def _pod_spec(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts) -> dict[str, Any]:
-    node_selector = {GPU_PRODUCT_LABEL: GPUS[spec.gpu.product].node_label_value, **spec.scheduling.node_selector}
+    node_selector = {GPU_PRODUCT_LABEL: gpu_profile(spec).node_label_value, **spec.scheduling.node_selector}
     volumes, mounts = _volumes(spec, role)
     pod: dict[str, Any] = {
         "containers": [_vllm_container(spec, role_name, role, ports, mounts)],

@@ -19,9 +19,9 @@ from typing import Any
 
 from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
+from glm_operator.plan.capacity import plan_deployment
 from glm_operator.plan.layout import needs_eager_pcp
 from glm_operator.plan.ports import RolePorts
-from glm_operator.plan.profiles import MODELS
 
 #: Seconds vLLM drains in-flight requests on SIGTERM (``--shutdown-timeout``; 0 aborts them, vLLM
 #: 0.32.0 ``v1/engine/core.py``). The pod's terminationGracePeriodSeconds adds 30 s to exit.
@@ -40,13 +40,17 @@ def compact_json(value: Any) -> str:
 
 
 def served_name(spec: GLMDeploymentSpec) -> str:
-    """``--served-model-name``: ``model.servedName`` or the profile name."""
-    return spec.model.served_name or spec.model.profile
+    """``--served-model-name``: ``model.servedName``, else the profile name (for ``profile: custom``,
+    the last part of the repository id, lower-cased)."""
+    if spec.model.served_name:
+        return spec.model.served_name
+    return spec.model.name.rsplit("/", 1)[-1].lower() if spec.model.profile == "custom" else spec.model.profile
 
 
 def max_model_len(spec: GLMDeploymentSpec) -> int:
-    """``--max-model-len`` in tokens: ``model.maxModelLen`` or the profile's context limit."""
-    return spec.model.max_model_len or MODELS[spec.model.profile].max_context_tokens
+    """``--max-model-len`` in tokens: ``model.maxModelLen``, else the planner's value — the model's
+    limit, or the longest context every role's KV budget holds when that is shorter."""
+    return plan_deployment(spec).max_model_len
 
 
 def kv_transfer_config(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec) -> dict[str, Any] | None:

@@ -12,9 +12,9 @@ from glm_operator.api.findings import Finding, SpecInvalidError
 from glm_operator.api.load import GLMDeployment
 from glm_operator.api.spec import API_GROUP, API_VERSION, KIND
 from glm_operator.plan import rules
+from glm_operator.plan.capacity import Plan, plan_deployment
 from glm_operator.render import names
 from glm_operator.render.engine import render_role
-from glm_operator.render.engine_args import max_model_len
 from glm_operator.render.monitoring import render_pod_monitors
 from glm_operator.render.router import endpoint, render_router
 
@@ -28,13 +28,18 @@ class Rendered:
             router objects, then PodMonitors (``spec.monitoring.podMonitors``).
         warnings: non-blocking findings of the rules.
         endpoint: where clients send requests.
-        max_context_tokens: the ``--max-model-len`` rendered.
+        plan: the capacity plan the objects were rendered for.
     """
 
     objects: list[dict[str, Any]]
+    plan: Plan
     warnings: list[Finding] = field(default_factory=list)
     endpoint: str = ""
-    max_context_tokens: int = 0
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The ``--max-model-len`` rendered (tokens)."""
+        return self.plan.max_model_len
 
 
 def owner_reference(deployment: GLMDeployment) -> dict[str, Any]:
@@ -89,5 +94,5 @@ def render(deployment: GLMDeployment) -> Rendered:
         objects=objects,
         warnings=[f for f in findings if f not in blocking],
         endpoint=endpoint(deployment.name, deployment.namespace, spec),
-        max_context_tokens=max_model_len(spec),
+        plan=plan_deployment(spec),
     )
