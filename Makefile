@@ -6,21 +6,30 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+KSTAMP := $(VENV)/.kernels-installed-$(shell cat pyproject.toml kernels/pyproject.toml | sha256sum | cut -c1-12)
+VLLM_PIN := 0.32.0
+VLLM_WHEEL_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/glm-kernels/vllm-wheel
 EXAMPLE ?= examples/glm-5.3-pd.yaml
 CHART := charts/glm-operator
 # A real helm v3 from a PyPI wheel (tests/helm_tool.py); the chart tests use it.
 HELM := $(VENV)/tools/helm
 
-.PHONY: help venv run test lint unit crds golden render plan chart images bench clean
+.PHONY: help venv run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render plan chart images bench clean
 
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,lint]'
 	@rm -f $(VENV)/.installed-* && touch $@
+
+# torch==2.13.0 is the CPU wheel on local disk (see kernels/README.md); ./kernels is installed editable on its own
+# (it is also what images/vllm-glm pip-installs as a vLLM plugin).
+$(KSTAMP): $(STAMP) kernels/pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[test,lint,kernels]' -e ./kernels
+	@rm -f $(VENV)/.kernels-installed-* && touch $@
 
 $(HELM): | $(STAMP)
 	$(BIN)/python -m tests.helm_tool $(VENV)/tools
@@ -35,14 +44,26 @@ run: $(STAMP) ## Main job: the operator on the cluster of KUBECONFIG, else on a 
 		$(BIN)/glmctl dev --example $(EXAMPLE) $(if $(filter 1 true yes,$(RUN_ONCE)),--once,); \
 	fi
 
-test: lint unit ## Lint, then every test (unit, golden, schema, emulator end-to-end, `make run` itself)
+test: lint unit test-kernels ## Lint, then every test (unit, golden, schema, emulator end-to-end, `make run` itself, kernels)
 
-unit: $(STAMP) $(HELM) ## Run the test suite only
+unit: $(STAMP) $(HELM) ## Run the operator test suite only (tests/; never imports torch)
 	$(BIN)/pytest -q
 
-lint: $(STAMP) ## ruff + mypy (strict on the pure layers api/plan/render)
-	$(BIN)/ruff check operator tests benchmarks
+test-kernels: $(KSTAMP) ## Kernel tests on CPU: references, Triton kernels under TRITON_INTERPRET=1, 8-rank gloo PCP/DCP
+	cd kernels && ../$(BIN)/pytest -q
+
+bench-kernels: $(KSTAMP) ## Time the kernels on a GPU (table + kernels/bench-results.json); without a GPU says so, exits 0
+	$(BIN)/python -m glm_kernels.bench --json kernels/bench-results.json
+
+check-vllm-symbols: $(KSTAMP) ## Download the pinned vLLM wheel (~330 MB, cached) and check the plugin's symbol table
+	@ls $(VLLM_WHEEL_DIR)/vllm-$(VLLM_PIN)-*.whl >/dev/null 2>&1 || \
+		$(BIN)/python -m pip download -q --no-deps -d $(VLLM_WHEEL_DIR) vllm==$(VLLM_PIN)
+	cd kernels && GLM_VLLM_WHEEL=$$(ls $(VLLM_WHEEL_DIR)/vllm-$(VLLM_PIN)-*.whl | head -1) ../$(BIN)/pytest -q tests/test_vllm_wheel.py
+
+lint: $(KSTAMP) ## ruff + mypy (strict on the pure layers api/plan/render; kernels: typed defs, own config)
+	$(BIN)/ruff check operator tests benchmarks kernels
 	$(BIN)/mypy
+	cd kernels && ../$(BIN)/mypy
 
 crds: $(STAMP) ## Regenerate crds/glmdeployment.yaml and the chart's copy from the pydantic models
 	$(BIN)/glmctl crd > crds/glmdeployment.yaml
@@ -70,4 +91,4 @@ bench: $(STAMP) ## Benchmarks: plan+validate+render median (target < 50 ms), req
 	$(BIN)/python -m benchmarks.reconcile
 
 clean: ## Remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache kernels/.pytest_cache kernels/.mypy_cache

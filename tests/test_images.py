@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
@@ -65,6 +66,13 @@ def test_vllm_image_is_the_pinned_release_plus_the_kernels_plugin() -> None:
     text = dockerfile.read_text()
     assert "FROM ${VLLM_BASE}" in text
     assert "pip install --no-cache-dir --no-deps /opt/glm-kernels" in text  # never upgrades vLLM/torch
+
+
+def test_kernels_package_is_the_vllm_plugin_the_image_installs() -> None:
+    """images/vllm-glm installs kernels/ with --no-deps: it must be a vLLM plugin needing nothing but torch."""
+    project = tomllib.loads((ROOT / "kernels" / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["vllm.general_plugins"] == {"glm_kernels": "glm_kernels.vllm_plugin:register"}
+    assert [re.split(r"[<>=!~ ]", dep)[0] for dep in project["dependencies"]] == ["torch"]  # the base image's own
 
 
 def test_operator_image_runs_glmctl_as_non_root() -> None:
