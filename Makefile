@@ -10,8 +10,11 @@ KSTAMP := $(VENV)/.kernels-installed-$(shell cat pyproject.toml kernels/pyprojec
 VLLM_PIN := 0.32.0
 VLLM_WHEEL_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/glm-kernels/vllm-wheel
 EXAMPLE ?= examples/glm-5.3-pd.yaml
+CHART := charts/glm-operator
+# A real helm v3 from a PyPI wheel (tests/helm_tool.py); the chart tests use it.
+HELM := $(VENV)/tools/helm
 
-.PHONY: help venv run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render plan bench clean
+.PHONY: help venv run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render plan chart images bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -28,7 +31,10 @@ $(KSTAMP): $(STAMP) kernels/pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,lint,kernels]' -e ./kernels
 	@rm -f $(VENV)/.kernels-installed-* && touch $@
 
-venv: $(STAMP) ## Create/refresh the virtualenv (.venv) with runtime, test and lint dependencies
+$(HELM): | $(STAMP)
+	$(BIN)/python -m tests.helm_tool $(VENV)/tools
+
+venv: $(STAMP) $(HELM) ## Create/refresh the virtualenv (.venv) with runtime, test and lint dependencies
 
 run: $(STAMP) ## Main job: the operator on the cluster of KUBECONFIG, else on a local API emulator with examples/glm-5.3-pd.yaml (RUN_ONCE=1: exit after one reconcile)
 	@if [ -n "$$KUBECONFIG" ]; then \
@@ -40,7 +46,7 @@ run: $(STAMP) ## Main job: the operator on the cluster of KUBECONFIG, else on a 
 
 test: lint unit test-kernels ## Lint, then every test (unit, golden, schema, emulator end-to-end, `make run` itself, kernels)
 
-unit: $(STAMP) ## Run the operator test suite only (tests/; never imports torch)
+unit: $(STAMP) $(HELM) ## Run the operator test suite only (tests/; never imports torch)
 	$(BIN)/pytest -q
 
 test-kernels: $(KSTAMP) ## Kernel tests on CPU: references, Triton kernels under TRITON_INTERPRET=1, 8-rank gloo PCP/DCP
@@ -59,8 +65,9 @@ lint: $(KSTAMP) ## ruff + mypy (strict on the pure layers api/plan/render; kerne
 	$(BIN)/mypy
 	cd kernels && ../$(BIN)/mypy
 
-crds: $(STAMP) ## Regenerate crds/glmdeployment.yaml from the pydantic models
+crds: $(STAMP) ## Regenerate crds/glmdeployment.yaml and the chart's copy from the pydantic models
 	$(BIN)/glmctl crd > crds/glmdeployment.yaml
+	cp crds/glmdeployment.yaml $(CHART)/files/crds/glmdeployment.yaml
 
 golden: $(STAMP) ## Regenerate tests/golden/*.yaml from examples/*.yaml (review the diff)
 	$(BIN)/python -m tests.golden_update
@@ -70,6 +77,14 @@ render: $(STAMP) ## Print the manifests of EXAMPLE (default examples/glm-5.3-pd.
 
 plan: $(STAMP) ## Print the capacity plan of EXAMPLE: weights/KV per GPU, max context, concurrency per role
 	$(BIN)/glmctl plan $(EXAMPLE)
+
+chart: $(STAMP) $(HELM) ## Lint and render the Helm chart (default values and ci/ci-values.yaml)
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/ci-values.yaml
+	$(HELM) template glm-operator $(CHART) --namespace glm-system
+
+images: ## Build images/vllm-glm and images/operator with docker buildx (needs a Docker engine; else says why, exit 1)
+	@bash images/build.sh
 
 bench: $(STAMP) ## Benchmarks: plan+validate+render median (target < 50 ms), requests per reconcile and apply→children latency on the emulator
 	$(BIN)/python -m benchmarks.plan

@@ -17,6 +17,8 @@ os.environ.setdefault("KUBECACHEDIR", tempfile.mkdtemp(prefix="glm-kcache-"))
 os.environ["GLM_RESYNC_SECONDS"] = "1"
 os.environ["GLM_RETRY_DELAY_SECONDS"] = "0.5"
 os.environ["GLM_KOPF_SCANNING"] = "off"
+# No metrics server unless a test asks for one (several operators and sessions share this machine).
+os.environ["GLM_METRICS_PORT"] = "0"
 #: Bound every API call, so a test never waits on a connection the emulator dropped while shutting down.
 os.environ["GLM_API_TIMEOUT_SECONDS"] = "5"
 

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.cluster.events import post_event
 from glm_operator.cluster.kinds import CHILD_KINDS
 from glm_operator.cluster.reconcile import Outcome, plain, read_deployment, reconcile
+from glm_operator.observe import metrics
 from glm_operator.render import names
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,13 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     STATE.known.clear()
     STATE.seen_versions.clear()
     STATE.resync_task = asyncio.create_task(_resync_forever(), name="glm-resync")
+    metrics.start_from_env()  # GLM_METRICS_PORT, default 8080; 0 = off
+
+
+@kopf.on.cleanup(id="stop-metrics")
+def stop_metrics(**_: Any) -> None:
+    """Stop the metrics server with the operator."""
+    metrics.SERVER.stop()
 
 
 @kopf.on.cleanup(id="stop-resync")
@@ -161,7 +170,16 @@ def _report(body: dict[str, Any], outcome: Outcome) -> None:
 
 
 def _reconcile_and_report(body: dict[str, Any]) -> Outcome:
-    outcome = reconcile(_api(), body)
+    meta, started = body["metadata"], time.perf_counter()
+    try:
+        outcome = reconcile(_api(), body)
+    except Exception as exc:
+        metrics.record_exception(time.perf_counter() - started, exc)
+        raise
+    metrics.record_reconcile(
+        meta["namespace"], meta["name"], time.perf_counter() - started, changed=bool(outcome.applied or outcome.pruned),
+        invalid=bool(outcome.invalid), apply_error=outcome.error is not None, status=outcome.status,
+    )
     _report(body, outcome)
     return outcome
 
@@ -225,11 +243,13 @@ async def reconcile_handler(body: kopf.Body, **_: Any) -> None:
 def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_: Any) -> None:
     """Remember which GLMDeployments exist, for the periodic resync."""
     if event.get("type") == "DELETED":
+        metrics.deployment_gone(namespace or "", name)
         STATE.known.pop(uid, None)
         STATE.locks.pop(uid, None)
         STATE.pending.pop(uid, None)
     elif namespace is not None:
         STATE.known[uid] = (namespace, name)
+        metrics.deployment_seen(namespace, name)
 
 
 async def child_event(body: kopf.Body, event: kopf.RawEvent, **_: Any) -> None:

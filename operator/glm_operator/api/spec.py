@@ -651,6 +651,20 @@ class SchedulingSpec(_Model):
         return affinity
 
 
+# --------------------------------------------------------------------------------------------- monitoring
+
+
+class MonitoringSpec(_Model):
+    """Prometheus Operator scrape objects for this deployment (``monitoring.coreos.com/v1``)."""
+
+    pod_monitors: bool = Field(
+        default=False,
+        description="Render PodMonitors for the vLLM engines (/metrics on the vLLM port) and the endpoint picker "
+        "(metrics port 9090, served without authentication); needs the Prometheus Operator CRDs.",
+    )
+    scrape_interval_seconds: int = Field(default=30, ge=5, le=600, description="Scrape interval of the PodMonitors.")
+
+
 # --------------------------------------------------------------------------------------------- spec
 
 
@@ -697,6 +711,7 @@ class GLMDeploymentSpec(_Model):
     router: RouterSpec = Field(default_factory=RouterSpec)
     kv_transfer: KvTransferSpec = Field(default_factory=KvTransferSpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
 
     def roles(self) -> dict[str, RoleSpec]:
         """The engine roles this spec renders, with defaults filled: ``{"prefill": …, "decode": …}``

@@ -14,12 +14,16 @@ from typing import Any, Final
 
 from kubernetes import client, config
 
+from glm_operator import __version__
+
 #: Default total timeout of one API request, in seconds (override with ``GLM_API_TIMEOUT_SECONDS``).
 #: Far above a healthy API server's latency for the operator's calls (a LIST of one CR's children,
 #: one server-side apply), far below the point where a stuck reconcile goes unnoticed.
 DEFAULT_TIMEOUT_SECONDS: Final = 60.0
 
 TIMEOUT_ENV: Final = "GLM_API_TIMEOUT_SECONDS"
+#: ``User-Agent`` of the operator's own requests (kopf's watches send ``kopf/<version>``).
+USER_AGENT: Final = f"glm-operator/{__version__}"
 
 
 class TimeoutApiClient(client.ApiClient):
@@ -76,4 +80,6 @@ def make_api_client(timeout_seconds: float | None = None) -> TimeoutApiClient:
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=cfg)  # type: ignore[no-untyped-call]
-    return TimeoutApiClient(configuration=cfg, default_timeout_seconds=timeout)
+    api = TimeoutApiClient(configuration=cfg, default_timeout_seconds=timeout)
+    api.user_agent = USER_AGENT  # audit logs (and the emulator's request log) tell the operator's calls apart
+    return api

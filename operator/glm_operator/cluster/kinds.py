@@ -106,6 +106,7 @@ CHILD_KINDS: Final[tuple[ChildKind, ...]] = (
     ChildKind("apps/v1", "Deployment", "deployments", client.AppsV1Api, "deployment"),
     ChildKind("inference.networking.k8s.io/v1", "InferencePool", "inferencepools"),
     ChildKind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes"),
+    ChildKind("monitoring.coreos.com/v1", "PodMonitor", "podmonitors"),
 )
 
 BY_KIND: Final = {(k.api_version, k.kind): k for k in CHILD_KINDS}

@@ -136,6 +136,9 @@ def _describe(exc: ApiException, obj: dict[str, Any]) -> str:
     if exc.status == 404 and obj["kind"] in {"InferencePool", "HTTPRoute"}:
         return (f"cannot apply {what}: the {obj['apiVersion']} {obj['kind']} CRD is not installed; install the "
                 "Gateway API Inference Extension (and Gateway API for HTTPRoute) CRDs")
+    if exc.status == 404 and obj["kind"] == "PodMonitor":
+        return (f"cannot apply {what}: the {obj['apiVersion']} PodMonitor CRD is not installed; install the "
+                "Prometheus Operator CRDs or set spec.monitoring.podMonitors: false")
     return f"cannot apply {what}: HTTP {exc.status} {exc.reason}: {(exc.body or '')[:300]}"
 
 

@@ -87,6 +87,8 @@ class RequestRecord:
     content_type: str | None
     status: int
     received: float = dataclasses.field(default_factory=time.monotonic)
+    #: The ``User-Agent`` header (tests tell the operator's requests from their own by it).
+    user_agent: str = ""
 
 
 _Printer = Callable[[list[dict[str, Any]], str | None], dict[str, Any]]
@@ -203,6 +205,7 @@ class Emulator(StoreEmulator):
         record = RequestRecord(
             method=raw_request.method.upper(), path=raw_request.path, query=raw_request.query_string,
             content_type=content_type.split(";")[0].strip().lower() if content_type else None, status=0,
+            user_agent=raw_request.headers.get("User-Agent", ""),
         )
         self.request_log.append(record)
         self._in_flight[id(raw_request)] = record

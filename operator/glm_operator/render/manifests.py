@@ -15,6 +15,7 @@ from glm_operator.plan import rules
 from glm_operator.plan.capacity import Plan, plan_deployment
 from glm_operator.render import names
 from glm_operator.render.engine import render_role
+from glm_operator.render.monitoring import render_pod_monitors
 from glm_operator.render.router import endpoint, render_router
 
 
@@ -24,7 +25,7 @@ class Rendered:
 
     Attributes:
         objects: child objects (dicts) in apply order: per role Service then StatefulSet, then the
-            router objects.
+            router objects, then PodMonitors (``spec.monitoring.podMonitors``).
         warnings: non-blocking findings of the rules.
         endpoint: where clients send requests.
         plan: the capacity plan the objects were rendered for.
@@ -83,6 +84,7 @@ def render(deployment: GLMDeployment) -> Rendered:
     for role_name, role in spec.roles().items():
         objects += render_role(deployment.name, deployment.namespace, spec, role_name, role)
     objects += render_router(deployment.name, deployment.namespace, spec)
+    objects += render_pod_monitors(deployment.name, deployment.namespace, spec)
     objects = [copy.deepcopy(obj) for obj in objects]
     for obj in objects:
         if deployment.uid:

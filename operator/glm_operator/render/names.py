@@ -60,6 +60,11 @@ def selector_labels(cr_name: str, role: str) -> dict[str, str]:
     return {LABEL_DEPLOYMENT: cr_name, LABEL_ROLE: role}
 
 
+def epp_selector_labels(cr_name: str) -> dict[str, str]:
+    """Immutable selector of the endpoint picker's pods (Deployment, Service, PodMonitor)."""
+    return {LABEL_DEPLOYMENT: cr_name, "app.kubernetes.io/component": "router"}
+
+
 def engine_pod_labels(cr_name: str, role: str) -> dict[str, str]:
     """Labels of an engine pod: common + selector + pool membership + llm-d role."""
     return {

@@ -22,6 +22,7 @@ from glm_operator import versions
 from glm_operator.api.spec import GLMDeploymentSpec
 from glm_operator.render import names
 from glm_operator.render.engine_args import max_model_len
+from glm_operator.render.monitoring import epp_metrics_args
 
 EPP_GRPC_PORT = 9002
 EPP_HEALTH_PORT = 9003
@@ -246,6 +247,7 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
         f"--grpc-health-port={EPP_HEALTH_PORT}",
         f"--metrics-port={EPP_METRICS_PORT}",
         "--tracing=false",
+        *epp_metrics_args(spec),
     ]
     if standalone or not epp_spec.secure_serving:
         # standalone: Envoy reaches the EPP on localhost inside the pod, plaintext gRPC
@@ -296,7 +298,7 @@ def render_router(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -> list
             "securityContext": _restricted(read_only_root=False),
         })
 
-    epp_selector = {names.LABEL_DEPLOYMENT: cr_name, "app.kubernetes.io/component": "router"}
+    epp_selector = names.epp_selector_labels(cr_name)
     service_ports: list[dict[str, Any]] = [
         {"name": "grpc-ext-proc", "port": EPP_GRPC_PORT, "targetPort": EPP_GRPC_PORT, "protocol": "TCP",
          "appProtocol": "kubernetes.io/h2c"},

@@ -1,0 +1,134 @@
+"""The API permissions the operator needs, derived from its code, and the ones the chart grants.
+
+A permission is ``(apiGroup, resource[/subresource], verb)``. :func:`required_permissions` builds the
+set from the code itself, so a new child kind, kopf handler or EPP Role rule changes it:
+
+- every kopf handler registered by :mod:`glm_operator.handlers` (kopf's registry): list + watch of
+  its resource; changing handlers (resume/create/update) also patch it (kopf's progress and
+  last-handled annotations);
+- every :data:`~glm_operator.cluster.kinds.CHILD_KINDS` entry, per :class:`ChildKind` method
+  (:data:`CHILD_METHOD_VERBS`);
+- :func:`~glm_operator.cluster.reconcile.read_deployment` (get), ``write_status`` (patch status),
+  :func:`~glm_operator.cluster.events.post_event` (create events), ``blockOwnerDeletion`` in the
+  owner reference (update ``…/finalizers``);
+- every rule of the endpoint picker's Role as rendered with leader election (Kubernetes refuses
+  to create a Role that grants more than its creator holds);
+- kopf's resource scanning (``kopf/_core/reactor/observation.py``): list + watch CRDs, and
+  namespaces when the operator watches chosen namespaces.
+
+:func:`request_permission` maps one HTTP request the operator sent (seen by the emulator) to the
+permission the API server would check, for the traffic-based test.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any, Final
+from urllib.parse import parse_qs
+
+import kopf
+
+from glm_operator import handlers  # noqa: F401  (importing registers the kopf handlers)
+from glm_operator.api.load import parse
+from glm_operator.api.spec import API_GROUP, PLURAL
+from glm_operator.cluster.kinds import CHILD_KINDS, ChildKind
+from glm_operator.render.manifests import owner_reference, render
+from tests.conftest import seed
+
+Permission = tuple[str, str, str]
+
+#: The verbs each I/O method of ChildKind needs: server-side apply of a missing object is a create.
+CHILD_METHOD_VERBS: Final = {"list": {"list"}, "apply": {"create", "patch"}, "delete": {"delete"}}
+
+
+def child_kind_methods() -> set[str]:
+    """The public methods of :class:`ChildKind` that call the API (all take the API client)."""
+    return {
+        name for name, fn in inspect.getmembers(ChildKind, inspect.isfunction)
+        if not name.startswith("_") and "api" in inspect.signature(fn).parameters
+    }
+
+
+def _expand(rule: dict[str, Any]) -> set[Permission]:
+    return {(g, r, v) for g in rule.get("apiGroups", []) for r in rule.get("resources", []) for v in rule["verbs"]}
+
+
+def _epp_role_permissions() -> set[Permission]:
+    cr = copy.deepcopy(seed())
+    cr["spec"].setdefault("router", {})["endpointPicker"] = {"replicas": 2}  # leader election: the widest Role
+    roles = [o for o in render(parse(cr)).objects if o["kind"] == "Role"]
+    assert roles, "the endpoint picker Role is no longer rendered; revisit the escalation rules"
+    return {p for role in roles for rule in role["rules"] for p in _expand(rule)}
+
+
+def _resource(selector: Any) -> tuple[str, str]:
+    """(group, plural) of a kopf selector; handlers name the resource by its plural (``any_name``)."""
+    plural = str(selector.plural or selector.any_name or "")
+    assert plural and plural == plural.lower(), f"handler selector without a plural: {selector}"
+    return str(selector.group or ""), plural
+
+
+def _handler_permissions() -> set[Permission]:
+    registry = kopf.get_default_registry()
+    found: set[Permission] = set()
+    # kopf keeps handlers per kind of reaction; both lists/watches the selected resource
+    for handler in registry._watching.get_all_handlers():
+        found |= {(*_resource(handler.selector), verb) for verb in ("list", "watch")}
+    for handler in registry._changing.get_all_handlers():
+        found |= {(*_resource(handler.selector), verb) for verb in ("list", "watch", "patch")}
+    assert found, "no kopf handlers registered"
+    return found
+
+
+def required_permissions(*, namespaced: bool) -> set[Permission]:
+    """Everything the operator's code calls (see the module docstring)."""
+    assert child_kind_methods() == set(CHILD_METHOD_VERBS), "a ChildKind I/O method changed: update CHILD_METHOD_VERBS"
+    needed = _handler_permissions()
+    for kind in CHILD_KINDS:
+        needed |= {(kind.group, kind.plural, verb) for verbs in CHILD_METHOD_VERBS.values() for verb in verbs}
+    needed |= {(API_GROUP, PLURAL, "get"), (API_GROUP, f"{PLURAL}/status", "patch"), ("", "events", "create")}
+    cr = parse({**seed(), "metadata": {**seed()["metadata"], "uid": "u"}})
+    if owner_reference(cr)["blockOwnerDeletion"]:
+        needed.add((API_GROUP, f"{PLURAL}/finalizers", "update"))
+    needed |= _epp_role_permissions()
+    needed |= {("apiextensions.k8s.io", "customresourcedefinitions", verb) for verb in ("list", "watch")}
+    if namespaced:
+        needed |= {("", "namespaces", verb) for verb in ("list", "watch")}
+    return needed
+
+
+def granted_permissions(objects: list[dict[str, Any]]) -> tuple[set[Permission], list[dict[str, Any]]]:
+    """The permissions of every ClusterRole that a rendered binding binds to, and all rules seen."""
+    roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"}
+    bound = {b["roleRef"]["name"] for b in objects if b["kind"] in {"ClusterRoleBinding", "RoleBinding"}}
+    rules = [rule for name in bound for rule in roles[name]["rules"]]
+    return {p for rule in rules for p in _expand(rule)}, [r for role in roles.values() for r in role["rules"]]
+
+
+def request_permission(method: str, path: str, query: str, status: int) -> set[Permission]:
+    """The permissions an API server checks for one request (empty for discovery paths)."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 2:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, rest = parts[1], parts[3:]
+    else:
+        return set()  # /api, /apis, /version, /openapi…: non-resource discovery
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]  # namespaced resource
+    if not rest:
+        return set()  # discovery of a group version
+    resource, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+    if sub:
+        resource = f"{resource}/{sub}"
+    params = parse_qs(query)
+    if method == "GET":
+        verb = "get" if name else ("watch" if params.get("watch", ["false"])[0] in {"true", "1"} else "list")
+    else:
+        delete = "delete" if name else "deletecollection"
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": delete}[method]
+    found = {(group, resource, verb)}
+    if method == "PATCH" and status == 201:
+        found.add((group, resource, "create"))  # server-side apply created the object
+    return found
