@@ -18,12 +18,12 @@ from rich.table import Table
 
 from glm_operator import __version__, versions
 from glm_operator.api.crd import build_crd
-from glm_operator.api.findings import Finding, Severity, SpecInvalidError
+from glm_operator.api.findings import Finding, Severity, SpecInvalidError, show_value
 from glm_operator.api.load import parse
 from glm_operator.api.spec import KIND
 from glm_operator.plan import rules
 from glm_operator.plan.capacity import Plan, plan_deployment
-from glm_operator.plan.report import gib, plan_report, table_rows
+from glm_operator.plan.report import gib, plan_report, plan_report_findings, table_rows
 from glm_operator.render.manifests import Rendered, render
 from glm_operator.render.serialize import to_json, to_yaml
 
@@ -34,7 +34,8 @@ app = typer.Typer(
     add_completion=False,
 )
 err = Console(stderr=True, soft_wrap=True, highlight=False)
-out = Console(soft_wrap=True, highlight=False)
+#: Tables keep their width when stdout is a pipe or a CI log (rich would wrap them at 80 columns).
+out = Console(soft_wrap=True, highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 class InputError(Exception):
@@ -138,7 +139,7 @@ def print_findings(findings: list[Finding], source: str) -> None:
     err.print(escape(f"{source}: {label}"))
     for f in findings:
         style = "red" if f.severity == Severity.ERROR else "yellow"
-        value = "(missing)" if f.value is None else repr(f.value)
+        value = show_value(f.value)
         err.print(f"[{style}]{f.severity}[/] [bold]{escape(f.field)}[/] = {escape(value)}")
         err.print(f"    {escape(f.message)}")
         err.print(f"    fix: {escape(f.fix)}")
@@ -222,6 +223,10 @@ def plan_cmd(
         except SpecInvalidError as exc:
             print_findings(exc.findings, source)
             failed = True
+            raw = doc.get("metadata")
+            meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            reports.append({"name": meta.get("name"), "namespace": meta.get("namespace"),
+                            "findings": plan_report_findings(exc.findings)})
             continue
         plan = plan_deployment(deployment.spec)
         findings = rules.check(deployment.spec)
@@ -241,8 +246,9 @@ def plan_cmd(
 
 def print_plan(name: str, plan: Plan) -> None:
     """The plan of one GLMDeployment as a table on stdout."""
-    source = {"spec": "spec.model.maxModelLen", "model": "the model's limit",
-              "kvBudget": "derived from the KV budget"}[plan.max_model_len_source]
+    limit = f"model limit {plan.model_max_context:,}"
+    source = {"spec": f"spec.model.maxModelLen; {limit}", "model": "the model's limit",
+              "kvBudget": f"derived from the KV budget; {limit}"}[plan.max_model_len_source]
     ridge = f", ridge {plan.ridge_flop_per_byte:.0f} FLOP/B" if plan.ridge_flop_per_byte else ""
     out.print(escape(
         f"{name}: {plan.model.name} ({plan.quantization} weights) on {plan.gpu.name} "
@@ -250,7 +256,7 @@ def print_plan(name: str, plan: Plan) -> None:
     ))
     out.print(escape(
         f"KV {plan.kv.total:,} B/token ({plan.kv.mla:,} MLA + {plan.kv.indexer:,} indexer); max context "
-        f"{plan.max_model_len:,} tokens ({source}; model limit {plan.model_max_context:,})"
+        f"{plan.max_model_len:,} tokens ({source})"
     ))
     table = Table(show_header=True, header_style="bold")
     table.add_column("")

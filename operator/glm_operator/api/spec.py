@@ -21,7 +21,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from glm_operator.api.quantity import CPU_QUANTITY_PATTERN, MEMORY_QUANTITY_PATTERN
+from glm_operator.api.findings import FieldError
+from glm_operator.api.quantity import CPU_QUANTITY_PATTERN, GIB, MEMORY_QUANTITY_PATTERN, parse_bytes
 
 API_GROUP = "serving.glm.dev"
 API_VERSION = "v1alpha1"
@@ -179,12 +180,16 @@ class ArchitectureSpec(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> ArchitectureSpec:
-        if self.dense_layers > self.layers:
-            raise ValueError("denseLayers cannot exceed layers")
-        if self.indexer_layers > self.layers:
-            raise ValueError("indexerLayers cannot exceed layers")
-        if self.indexer_layers and not (self.indexer_heads and self.indexer_head_dim and self.index_topk):
-            raise ValueError("a model with indexerLayers > 0 needs indexerHeads, indexerHeadDim and indexTopk")
+        for name, value in (("denseLayers", self.dense_layers), ("indexerLayers", self.indexer_layers)):
+            if value > self.layers:
+                raise FieldError(name, value, f"{name} cannot exceed layers ({self.layers})",
+                                 f"use a value <= {self.layers}")
+        if self.indexer_layers:
+            for name, value in (("indexerHeads", self.indexer_heads), ("indexerHeadDim", self.indexer_head_dim),
+                                ("indexTopk", self.index_topk)):
+                if not value:
+                    raise FieldError(name, value, f"a model with indexerLayers {self.indexer_layers} needs {name}",
+                                     f"set {name} from the model's config.json, or indexerLayers: 0")
         return self
 
 
@@ -236,20 +241,26 @@ class ModelSpec(_Model):
     @model_validator(mode="after")
     def _architecture_with_custom(self) -> ModelSpec:
         if self.profile == "custom" and self.architecture is None:
-            raise ValueError(
-                "profile custom needs model.architecture (layers, hiddenSize, kvLoraRank, ... from the model's "
-                "config.json); or pick a known profile"
+            raise FieldError(
+                "architecture", None, "profile custom needs model.architecture: the planner has no profile for "
+                f"{self.name}",
+                "add model.architecture with the fields of the model's config.json (layers, hiddenSize, kvLoraRank, "
+                "...; `glmctl crd` lists them), or pick a built-in profile",
             )
         if self.profile != "custom" and self.architecture is not None:
-            raise ValueError(f"model.architecture is only for profile custom; profile {self.profile} is built in")
+            raise FieldError(
+                "architecture", "(set)", f"model.architecture is only for profile custom; {self.profile} is built in",
+                "remove model.architecture, or set model.profile: custom",
+            )
         return self
 
 
 # --------------------------------------------------------------------------------------------- cluster-wide
 
 
-#: GPU products the planner has profiles for (glm_operator.plan.profiles.GPUS).
-KNOWN_GPU_PRODUCTS = ("H200", "B200")
+#: GPU products the planner has profiles for (glm_operator.plan.profiles.GPUS), by product name and by
+#: their ``nvidia.com/gpu.product`` label value.
+KNOWN_GPU_PRODUCTS = ("H200", "B200", "NVIDIA-H200", "NVIDIA-B200")
 
 
 class GpuSpec(_Model):
@@ -258,7 +269,7 @@ class GpuSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra=_cel(
             (
-                "self.product in ['H200', 'B200'] || has(self.memory)",
+                "self.product in ['H200', 'B200', 'NVIDIA-H200', 'NVIDIA-B200'] || has(self.memory)",
                 "the planner knows H200 and B200; for another product set gpu.memory (memory per GPU)",
             ),
         )
@@ -287,10 +298,17 @@ class GpuSpec(_Model):
     @model_validator(mode="after")
     def _memory_for_unknown(self) -> GpuSpec:
         if self.product not in KNOWN_GPU_PRODUCTS and self.memory is None:
-            raise ValueError(
-                f"the planner does not know GPU product {self.product!r} (known: {', '.join(KNOWN_GPU_PRODUCTS)}); "
-                "set gpu.memory to its memory per GPU (e.g. 80Gi), or use a known product"
+            close = [p for p in KNOWN_GPU_PRODUCTS if p.lower() == self.product.lower()]
+            hint = f"did you mean {close[0]}? Otherwise s" if close else "s"
+            raise FieldError(
+                "memory", None,
+                f"the planner does not know GPU product {self.product!r} (known: H200, B200) and cannot plan its KV "
+                "budget without its memory",
+                f"{hint}et gpu.memory to its memory per GPU as the driver reports it (e.g. 81559Mi for an 80 GB H100)",
             )
+        if self.memory is not None and parse_bytes(self.memory) < GIB:
+            raise FieldError("memory", self.memory, "less than 1 GiB per GPU cannot hold any model",
+                             "write the GPU's memory, e.g. 143771Mi (H200) or 80Gi")
         return self
 
 

@@ -53,6 +53,11 @@ class RoleCapacity(_Status):
 class CapacityStatus(_Status):
     """The capacity plan the deployment was rendered for."""
 
+    planned_generation: int | None = Field(
+        default=None, ge=0,
+        description="metadata.generation the children were rendered for. After a refused update it is older than "
+        "observedGeneration: the running workloads keep this plan.",
+    )
     max_context_tokens: int | None = Field(default=None, ge=0, description="--max-model-len actually rendered.")
     max_context_source: Literal["spec", "model", "kvBudget"] | None = Field(
         default=None,

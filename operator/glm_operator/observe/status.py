@@ -134,7 +134,7 @@ def healthy_status(
         "observedGeneration": generation,
         "conditions": [ready_cond, progressing, degraded, planned],
         "endpoint": endpoint,
-        "capacity": capacity_status(plan),
+        "capacity": {"plannedGeneration": generation, **capacity_status(plan)},
         **counts,
     }
     return status

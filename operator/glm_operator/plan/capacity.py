@@ -26,12 +26,14 @@ Per role (one engine = one pod = one node; ``data`` DP ranks of ``tensor × pref
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from glm_operator.api.quantity import GIB
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
 from glm_operator.plan import flops
+from glm_operator.plan.flags import extra_arg_value, human_readable_int
 from glm_operator.plan.kv import KvBytesPerToken, kv_bytes_per_token
 from glm_operator.plan.memory import host_memory_bytes, host_pool_bytes_per_rank, offload_bytes_per_rank
 from glm_operator.plan.profiles import GpuProfile, ModelProfile, gpu_profile, model_profile
@@ -68,7 +70,9 @@ class RolePlan:
         replicas / tensor / prefill_context / decode_context / data: the layout.
         expert_parallel: ``--enable-expert-parallel``.
         weights_bytes_per_gpu: weight bytes one GPU holds.
-        usable_bytes_per_gpu: ``GPU_MEMORY_UTILIZATION × HBM``.
+        gpu_memory_utilization: the fraction of GPU memory vLLM may use (``--gpu-memory-utilization``
+            in ``extraArgs``, else 0.9).
+        usable_bytes_per_gpu: ``gpu_memory_utilization × HBM``.
         kv_budget_bytes_per_gpu: what is left for KV (negative: the weights do not fit).
         kv_bytes_per_token_per_gpu: KV bytes one GPU stores per token of a request (total / DCP).
         hisparse: HiSparse is on (MLA rows may live in the host pool).
@@ -95,6 +99,7 @@ class RolePlan:
     data: int
     expert_parallel: bool
     weights_bytes_per_gpu: float
+    gpu_memory_utilization: float
     usable_bytes_per_gpu: float
     kv_budget_bytes_per_gpu: float
     kv_bytes_per_token_per_gpu: float
@@ -200,11 +205,38 @@ def _tiered_tokens(gpu: float, host: float, indexer: float, mla: float, fixed: f
     return int(min(with_host, indexer_bound))
 
 
+def memory_utilization(role: RoleSpec) -> float:
+    """``--gpu-memory-utilization`` from the role's ``extraArgs`` when valid (0 < u <= 1), else vLLM's
+    default :data:`GPU_MEMORY_UTILIZATION` (the rules report an invalid value)."""
+    found = extra_arg_value(role.extra_args, "--gpu-memory-utilization")
+    try:
+        value = float(found[1]) if found else GPU_MEMORY_UTILIZATION
+    except ValueError:
+        return GPU_MEMORY_UTILIZATION
+    return value if 0 < value <= 1 else GPU_MEMORY_UTILIZATION
+
+
+def kv_cache_memory_bytes(role: RoleSpec) -> int | None:
+    """``--kv-cache-memory-bytes`` from the role's ``extraArgs`` (vLLM then sizes the KV cache to exactly
+    this, ignoring ``--gpu-memory-utilization``), or None when absent or invalid."""
+    found = extra_arg_value(role.extra_args, "--kv-cache-memory-bytes")
+    if not found:
+        return None
+    try:
+        return human_readable_int(found[1])
+    except ValueError:
+        return None
+
+
 def _role_plan(spec: GLMDeploymentSpec, name: str, role: RoleSpec, *, model: ModelProfile, gpu: GpuProfile,
                kv: KvBytesPerToken, weights_per_gpu: float) -> RolePlan:
     p = role.parallelism
-    usable = GPU_MEMORY_UTILIZATION * gpu.hbm_bytes
+    utilization = memory_utilization(role)
+    usable = utilization * gpu.hbm_bytes
     budget = usable - weights_per_gpu - ACTIVATION_RESERVE_BYTES
+    fixed_kv = kv_cache_memory_bytes(role)
+    if fixed_kv is not None:  # vLLM uses it as is; it must still fit beside the weights
+        budget = min(float(fixed_kv), gpu.hbm_bytes - weights_per_gpu - ACTIVATION_RESERVE_BYTES)
     hisparse = role.hi_sparse is not None and role.hi_sparse.enabled
     host_pool = host_pool_bytes_per_rank(role)
     mla_layers = model.layers + (model.mtp_layers if spec.speculative.method == "mtp" else 0)
@@ -230,7 +262,8 @@ def _role_plan(spec: GLMDeploymentSpec, name: str, role: RoleSpec, *, model: Mod
         }
     return RolePlan(
         role=name, replicas=role.replicas, tensor=p.tensor, prefill_context=p.prefill_context, decode_context=dcp,
-        data=p.data, expert_parallel=p.expert, weights_bytes_per_gpu=weights_per_gpu, usable_bytes_per_gpu=usable,
+        data=p.data, expert_parallel=p.expert, weights_bytes_per_gpu=weights_per_gpu,
+        gpu_memory_utilization=utilization, usable_bytes_per_gpu=usable,
         kv_budget_bytes_per_gpu=budget, kv_bytes_per_token_per_gpu=per_token_gpu, hisparse=hisparse,
         host_pool_bytes_per_rank=host_pool, hot_buffer_bytes=hot, gpu_tokens_per_rank=gpu_tokens,
         max_context_tokens=max_context, offload_prefix_tokens_per_rank=offload_tokens,
@@ -241,9 +274,23 @@ def _role_plan(spec: GLMDeploymentSpec, name: str, role: RoleSpec, *, model: Mod
     )
 
 
+#: Weight-format markers in Hugging Face repository ids (``zai-org/GLM-5.3-FP8``, ``nvidia/Kimi-K2.6-NVFP4``).
+_FORMAT_MARKERS = {"fp8": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "nvfp4", "int4": "int4",
+                   "w4a16": "int4", "awq": "int4", "gptq": "int4", "bf16": "bf16", "fp16": "bf16"}
+
+
+def quantization_from_name(model_name: str) -> str | None:
+    """The weight format a repository id names (``…-FP8`` → fp8, ``…-NVFP4`` → nvfp4), or None."""
+    for token in re.split(r"[-_/.]", model_name.lower()):
+        if token in _FORMAT_MARKERS:
+            return _FORMAT_MARKERS[token]
+    return None
+
+
 def quantization_of(spec: GLMDeploymentSpec, model: ModelProfile) -> str:
-    """``spec.model.quantization``, else the profile's usual checkpoint format."""
-    return spec.model.quantization or model.default_quantization
+    """``spec.model.quantization``, else the format ``model.name`` names, else the profile's usual
+    checkpoint format."""
+    return spec.model.quantization or quantization_from_name(spec.model.name) or model.default_quantization
 
 
 def plan_deployment(spec: GLMDeploymentSpec) -> Plan:
@@ -257,8 +304,7 @@ def plan_deployment(spec: GLMDeploymentSpec) -> Plan:
     roles = {}
     for name, role in spec.roles().items():
         p = role.parallelism
-        per_gpu = weight_bytes_per_gpu(weights, tensor=p.tensor, prefill_context=p.prefill_context, data=p.data,
-                                       expert_parallel=p.expert)
+        per_gpu = weight_bytes_per_gpu(weights, tensor=p.tensor, prefill_context=p.prefill_context, data=p.data)
         roles[name] = _role_plan(spec, name, role, model=model, gpu=gpu, kv=kv, weights_per_gpu=per_gpu)
     fits = min(r.max_context_tokens for r in roles.values())
     source: MaxLenSource

@@ -192,7 +192,9 @@ def gpu_profile(spec: GLMDeploymentSpec) -> GpuProfile:
     """The GPU profile of a spec: a known product, optionally with ``gpu.memory`` overriding its
     memory, or an unknown product described by ``gpu.memory`` alone (the API layer refuses an
     unknown product without it). An unknown product's node label value is the product string."""
-    known = GPUS.get(spec.gpu.product)
+    known = GPUS.get(spec.gpu.product) or next(
+        (g for g in GPUS.values() if g.node_label_value == spec.gpu.product), None
+    )
     memory = parse_bytes(spec.gpu.memory) if spec.gpu.memory is not None else None
     if known is not None:
         if memory is None:

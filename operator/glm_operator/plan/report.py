@@ -59,12 +59,17 @@ def plan_report(plan: Plan, findings: list[Finding]) -> dict[str, Any]:
         "modelMaxContextTokens": plan.model_max_context,
         "ridgeFlopPerByte": plan.ridge_flop_per_byte,
         "roles": {name: role_report(plan, rp) for name, rp in plan.roles.items()},
-        "findings": [
-            {"severity": str(f.severity), "field": f.field, "value": _json_value(f.value), "message": f.message,
-             "fix": f.fix}
-            for f in findings
-        ],
+        "findings": plan_report_findings(findings),
     }
+
+
+def plan_report_findings(findings: list[Finding]) -> list[dict[str, Any]]:
+    """Findings as JSON-able dicts (severity, field, value, message, fix)."""
+    return [
+        {"severity": str(f.severity), "field": f.field, "value": _json_value(f.value), "message": f.message,
+         "fix": f.fix}
+        for f in findings
+    ]
 
 
 def gib(n_bytes: float) -> str:
@@ -93,9 +98,10 @@ def table_rows(plan: Plan) -> list[tuple[str, list[str]]]:
         row("KV bytes / token / GPU", lambda rp: f"{rp.kv_bytes_per_token_per_gpu:,.0f} B"),
         row(f"one {tokens:,}-token request / GPU", lambda rp: gib(rp.request_bytes_per_gpu(tokens))),
         row("max context (one request)", lambda rp: f"{rp.max_context_tokens:,}"),
-        row(f"concurrency at {tokens:,} tokens", lambda rp: str(rp.concurrency(tokens))),
+        row(f"concurrency at {tokens:,} tokens", lambda rp: f"{rp.concurrency(tokens):,}"),
         row("HiSparse host pool / rank", lambda rp: gib(rp.host_pool_bytes_per_rank) if rp.hisparse else "—"),
-        row("CPU offload prefix tokens / rank", lambda rp: f"{rp.offload_prefix_tokens_per_rank:,}"),
+        row("CPU offload prefix tokens / rank", lambda rp: f"{rp.offload_prefix_tokens_per_rank:,}"
+            + (" (indexer KV only)" if rp.hisparse else "")),
         row("pod host memory", lambda rp: gib(rp.host_memory_bytes)),
         row("sparse-MLA FLOP/B (decode)", lambda rp: optional(rp.flop_per_byte, ".0f")),
         row("indexer > sparse MLA from (tokens)", lambda rp: optional(rp.indexer_crossover_tokens, ",.0f")),

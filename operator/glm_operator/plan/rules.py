@@ -13,7 +13,15 @@ from collections.abc import Callable, Iterator
 from glm_operator.api.findings import Finding, Severity
 from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
-from glm_operator.plan.capacity import ACTIVATION_RESERVE_BYTES, GPU_MEMORY_UTILIZATION, Plan, RolePlan, plan_deployment
+from glm_operator.plan.capacity import (
+    ACTIVATION_RESERVE_BYTES,
+    GPU_MEMORY_UTILIZATION,
+    Plan,
+    RolePlan,
+    plan_deployment,
+    quantization_from_name,
+)
+from glm_operator.plan.flags import extra_arg_value, human_readable_int, normalize_flag
 from glm_operator.plan.layout import needs_eager_pcp
 from glm_operator.plan.memory import host_memory_bytes, host_pool_bytes_per_rank, offload_bytes_per_rank
 from glm_operator.plan.ports import collisions, role_ports
@@ -58,9 +66,6 @@ MANAGED_FLAGS: dict[str, str] = {
     "--shutdown-timeout": "the operator drains for 90 s within the pod's 120 s grace period",
 }
 
-#: Short aliases of flags that :func:`rendered_flags` may own (vLLM ``arg_utils.py``).
-ALIASES: dict[str, str] = {"-O": "--compilation-config", "-ac": "--attention-config"}
-
 
 def rendered_flags(spec: GLMDeploymentSpec, role: RoleSpec) -> dict[str, str]:
     """Flags the renderer emits or depends on for this role only (beyond :data:`MANAGED_FLAGS`), with the fix.
@@ -79,19 +84,6 @@ def rendered_flags(spec: GLMDeploymentSpec, role: RoleSpec) -> dict[str, str]:
     if role.parallelism.decode_context > 1 and role.dcp_comm_backend is not None:
         flags["--dcp-comm-backend"] = "set dcpCommBackend"
     return flags
-
-
-def normalize_flag(arg: str) -> str:
-    """The flag name of one ``extraArgs`` entry as vLLM's parser sees it: text before ``=`` or a
-    space, without a ``.sub.key`` suffix (vLLM's dotted JSON-config syntax), underscores as dashes,
-    a ``--no-`` negation reduced to the flag itself, short aliases expanded."""
-    flag = re.split(r"[=\s]", arg.strip(), maxsplit=1)[0]
-    flag = flag.split(".", 1)[0] if flag.startswith("-") else flag
-    if flag.startswith("--"):
-        flag = "--" + flag[2:].replace("_", "-").lower()
-        flag = flag.removeprefix("--no-")
-        flag = flag if flag.startswith("-") else "--" + flag
-    return ALIASES.get(flag, flag)
 
 
 def owning_flag(flag: str, owned: dict[str, str]) -> str | None:
@@ -199,6 +191,15 @@ def mode_roles(spec: GLMDeploymentSpec) -> list[Finding]:
                     f"mode aggregated runs one engine role; {name} is a disaggregated-only role",
                     f"move its settings to spec.engine and remove spec.{name}, or set mode: disaggregated",
                 ))
+        ignored = sorted(spec.kv_transfer.model_fields_set - ({"connector"} if spec.kv_transfer.connector == "none"
+                                                                else set()))
+        if "kv_transfer" in spec.model_fields_set and ignored:
+            out.append(Finding(
+                "spec.kvTransfer", ", ".join(ignored),
+                "mode aggregated runs one engine with no prefill→decode KV transfer: NIXL, its side channel, UCX and "
+                "RDMA settings are not rendered",
+                "remove spec.kvTransfer (or set only connector: none)", Severity.WARNING,
+            ))
         engine = spec.engine
         if engine is not None and engine.hi_sparse is not None and engine.hi_sparse.enabled:
             out.append(Finding(
@@ -333,6 +334,22 @@ def model_limits(spec: GLMDeploymentSpec) -> list[Finding]:
             "and the context limit would be wrong",
             f"set model.profile: {others[0]}",
         ))
+    explicit = "profile" in spec.model.model_fields_set
+    if not others and not explicit and not re.search(profile.name_pattern, spec.model.name, re.IGNORECASE):
+        out.append(Finding(
+            "spec.model.profile", None,
+            f"model.name {spec.model.name!r} matches no built-in profile; it is planned as {profile.name} (the "
+            "default), so layers, KV bytes and weights may be wrong",
+            f"set model.profile (one of {', '.join(MODELS)}) or profile: custom with model.architecture",
+            Severity.WARNING,
+        ))
+    if spec.model.quantization is None and quantization_from_name(spec.model.name) is None:
+        out.append(Finding(
+            "spec.model.quantization", None,
+            f"model.name {spec.model.name!r} names no weight format; planning for {profile.default_quantization} "
+            "weights",
+            "set model.quantization (fp8, nvfp4, int4 or bf16) to the checkpoint's format", Severity.WARNING,
+        ))
     if spec.model.max_model_len is not None and spec.model.max_model_len > profile.max_context_tokens:
         out.append(Finding(
             "spec.model.maxModelLen", spec.model.max_model_len,
@@ -458,14 +475,22 @@ def _gib(n_bytes: float) -> str:
     return f"{n_bytes / GIB:,.1f} GiB"
 
 
+def _layout_value(rp: RolePlan) -> str:
+    return (f"tensor {rp.tensor}, prefillContext {rp.prefill_context}, decodeContext {rp.decode_context}, "
+            f"data {rp.data}")
+
+
 def _context_fix(spec: GLMDeploymentSpec, plan: Plan, rp: RolePlan) -> str:
-    """How to make a role hold a longer context, by what limits it."""
+    """How to make a role hold a longer context, by what limits it. The target is ``maxModelLen``, or
+    the model's limit when it is not set."""
+    wanted = spec.model.max_model_len or plan.model_max_context
     limit = max(0, rp.max_context_tokens // spec.kv_cache.block_size * spec.kv_cache.block_size)
-    lower = f"lower maxModelLen to at most {limit:,}" if limit >= 1024 else "lower maxModelLen"
+    verb = "lower maxModelLen" if spec.model.max_model_len else "set maxModelLen"
+    lower = f"{verb} to at most {limit:,}" if limit >= 1024 else verb
     if rp.hisparse:
-        needed = plan.max_model_len * plan.kv.mla / rp.decode_context
-        return f"raise {rp.role}.hiSparse.hostPoolPerRank (a {plan.max_model_len:,}-token request has " \
-               f"{_gib(needed)} of MLA rows), or {lower}"
+        needed = wanted * plan.kv.mla / rp.decode_context
+        return (f"raise {rp.role}.hiSparse.hostPoolPerRank (a {wanted:,}-token request has {_gib(needed)} of MLA "
+                f"rows), or {lower}")
     if rp.role == "decode" and plan.model.sparse_mla:
         return f"enable decode.hiSparse (MLA rows in a host pool per DP rank), or {lower}"
     if rp.prefill_context > 1 and rp.decode_context == 1:
@@ -488,18 +513,16 @@ def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
     out = []
     for name, rp in plan.roles.items():
         if not rp.weights_fit:
-            fix = (f"set {name}.parallelism.expert: true to split the routed experts over the engine's GPUs"
-                   if not rp.expert_parallel else
-                   "use more GPUs per engine (parallelism), a GPU with more memory, or a smaller checkpoint "
-                   "format (model.quantization)")
             out.append(Finding(
-                f"spec.{name}.parallelism", f"tensor {rp.tensor}, prefillContext {rp.prefill_context}, "
-                f"data {rp.data}, expert {rp.expert_parallel}",
+                f"spec.{name}.parallelism", _layout_value(rp),
                 f"{name}: the {plan.quantization} weights of {plan.model.name} need {_gib(rp.weights_bytes_per_gpu)} "
                 f"per GPU; a {plan.gpu.name} GPU has {_gib(rp.usable_bytes_per_gpu)} usable "
-                f"({GPU_MEMORY_UTILIZATION} of {_gib(plan.gpu.hbm_bytes)}) minus a "
+                f"({rp.gpu_memory_utilization} of {_gib(plan.gpu.hbm_bytes)}) minus a "
                 f"{_gib(ACTIVATION_RESERVE_BYTES)} activation reserve, which leaves nothing for the KV cache",
-                fix, reason=CAPACITY,
+                (f"raise --gpu-memory-utilization in {name}.extraArgs (vLLM's default is {GPU_MEMORY_UTILIZATION}), "
+                 "or " if rp.gpu_memory_utilization < GPU_MEMORY_UTILIZATION else "")
+                + "use a checkpoint with fewer bytes per weight (model.quantization: fp8 or nvfp4) or a GPU with more "
+                "memory; the routed experts are already split over all of the engine's GPUs", reason=CAPACITY,
             ))
     if out:
         return out
@@ -510,6 +533,7 @@ def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
                 continue
             total = tokens * plan.kv.total
             where = "rank" if rp.data > 1 else "engine"
+            subject = name if name == where else f"{name} {where}"
             if rp.hisparse:
                 detail = (f"{_gib(rp.request_bytes_per_gpu(tokens))} on the GPU beyond the "
                           f"{_gib(rp.host_pool_bytes_per_rank)} host pool (indexer KV, hot buffer and MLA rows "
@@ -522,7 +546,7 @@ def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
             pool = "" if rp.hisparse else " and no host pool"
             out.append(Finding(
                 "spec.model.maxModelLen", tokens,
-                f"{name} {where}: a {tokens:,}-token request needs {_gib(total)} of KV ({plan.kv.total:,} B/token), "
+                f"{subject}: a {tokens:,}-token request needs {_gib(total)} of KV ({plan.kv.total:,} B/token), "
                 f"{detail}; a GPU has {_gib(rp.kv_budget_bytes_per_gpu)} for KV after "
                 f"{_gib(rp.weights_bytes_per_gpu)} of weights{pool}, so one {where} holds at most "
                 f"{rp.max_context_tokens:,} tokens",
@@ -541,19 +565,61 @@ def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
                 "spec.model.maxModelLen", None,
                 f"not set: rendering {plan.max_model_len:,} tokens, the longest context the {limiting.role} KV "
                 f"budget holds; {plan.model.name} allows {plan.model_max_context:,}",
-                "set maxModelLen to keep this value explicitly, or " + _context_fix(spec, plan, limiting),
+                f"set maxModelLen: {plan.max_model_len} to make this explicit; for the model's full context "
+                + _context_fix(spec, plan, limiting).rsplit(", or ", 1)[0],
                 Severity.WARNING, reason=CAPACITY,
             ))
     return out
 
 
+def memory_flags(spec: GLMDeploymentSpec) -> list[Finding]:
+    """``--gpu-memory-utilization`` / ``--kv-cache-memory-bytes`` in ``extraArgs`` feed the plan, so
+    they must parse the way vLLM parses them."""
+    out = []
+    for name, role in _roles(spec):
+        found = extra_arg_value(role.extra_args, "--gpu-memory-utilization")
+        if found:
+            try:
+                ok = 0 < float(found[1]) <= 1
+            except ValueError:
+                ok = False
+            if not ok:
+                out.append(Finding(f"spec.{name}.extraArgs[{found[0]}]", role.extra_args[found[0]],
+                                   "--gpu-memory-utilization takes a fraction of GPU memory in (0, 1]",
+                                   "write e.g. --gpu-memory-utilization=0.92"))
+        found = extra_arg_value(role.extra_args, "--kv-cache-memory-bytes")
+        if found:
+            try:
+                human_readable_int(found[1])
+            except ValueError as exc:
+                out.append(Finding(f"spec.{name}.extraArgs[{found[0]}]", role.extra_args[found[0]],
+                                   f"--kv-cache-memory-bytes: {exc}", "write e.g. --kv-cache-memory-bytes=12G"))
+    return out
+
+
+#: Host memory of a common 8-GPU H200/B200 node (DGX H200: 2 TiB). Without ``gpu.nodeMemory`` a pod
+#: asking for more gets a warning, not an error.
+TYPICAL_NODE_MEMORY_BYTES = 2 * 1024 * GIB
+
+
 def host_memory(spec: GLMDeploymentSpec) -> list[Finding]:
     """With ``gpu.nodeMemory`` declared, every engine pod's memory request (engine + KV pools of all
-    DP ranks + ``/dev/shm``) must fit one node; a pod that asks for more never schedules."""
-    if spec.gpu.node_memory is None:
-        return []
-    node = parse_bytes(spec.gpu.node_memory)
+    DP ranks + ``/dev/shm``) must fit one node; a pod that asks for more never schedules. Without it,
+    a pod above :data:`TYPICAL_NODE_MEMORY_BYTES` gets a warning."""
     out = []
+    if spec.gpu.node_memory is None:
+        for name, role in _roles(spec):
+            need = host_memory_bytes(spec, role)
+            if need > TYPICAL_NODE_MEMORY_BYTES:
+                out.append(Finding(
+                    f"spec.{name}.resources.memory", role.resources.memory,
+                    f"the {name} pod requests {_gib(need)} of host memory (KV pools of {role.parallelism.data} DP "
+                    "rank(s) included); 8-GPU H200/B200 nodes commonly have 2 TiB",
+                    "set gpu.nodeMemory to your nodes' allocatable memory so the planner checks it, or shrink the KV "
+                    "pools (cpuOffloadPerRank / hiSparse)", Severity.WARNING,
+                ))
+        return out
+    node = parse_bytes(spec.gpu.node_memory)
     for name, role in _roles(spec):
         need = host_memory_bytes(spec, role)
         if need <= node:
@@ -581,6 +647,7 @@ RULES: tuple[Rule, ...] = (
     pd_consistency,
     escape_hatches,
     port_plan,
+    memory_flags,
     host_memory,
     kv_capacity,
 )

@@ -19,9 +19,10 @@ Bytes per parameter by checkpoint format (``spec.model.quantization``):
   checkpoints quantize the MoE weights);
 - ``bf16``: 2 B for everything.
 
-Sharding (vLLM 0.32.0): with ``--enable-expert-parallel`` the routed experts are split over the
-engine's EP group = TP × PCP × DP GPUs; without it they are split by TP. Everything else is split by
-TP and *replicated* over PCP and DP ranks (every PCP/DP rank runs the full attention).
+Sharding (vLLM 0.32.0, ``FusedMoEParallelConfig.make``): the routed experts are split over all
+TP × PCP × DP GPUs of the engine either way — with ``--enable-expert-parallel`` whole experts per GPU
+(EP), without it every expert tensor-sliced ("flatten TP across DP and PCP"). Everything else is
+split by TP and *replicated* over PCP and DP ranks (every PCP/DP rank runs the full attention).
 """
 
 from __future__ import annotations
@@ -133,14 +134,12 @@ def weight_bytes(model: ModelProfile, quantization: str, *, mtp: bool = True) ->
     return WeightBytes(dense=dense, routed_experts=p.routed_experts * mlp_b)
 
 
-def weight_bytes_per_gpu(weights: WeightBytes, *, tensor: int, prefill_context: int, data: int,
-                         expert_parallel: bool) -> float:
-    """Weight bytes one GPU of an engine holds (GLM-5.3-FP8 under EP8, TP1: ≈ 105 GiB).
+def weight_bytes_per_gpu(weights: WeightBytes, *, tensor: int, prefill_context: int, data: int) -> float:
+    """Weight bytes one GPU of an engine holds (GLM-5.3-FP8 on 8 GPUs with TP1: ≈ 105 GiB).
 
     Args:
         weights: :func:`weight_bytes` of the model.
-        tensor / prefill_context / data: the engine's TP, PCP and DP sizes.
-        expert_parallel: ``--enable-expert-parallel``.
+        tensor / prefill_context / data: the engine's TP, PCP and DP sizes (EP or not, the routed
+            experts are split over all of them).
     """
-    experts_split = tensor * prefill_context * data if expert_parallel else tensor
-    return weights.dense / tensor + weights.routed_experts / experts_split
+    return weights.dense / tensor + weights.routed_experts / (tensor * prefill_context * data)
