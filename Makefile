@@ -83,7 +83,7 @@ chart: $(STAMP) $(HELM) ## Lint and render the Helm chart (default values and ci
 	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/ci-values.yaml
 	$(HELM) template glm-operator $(CHART) --namespace glm-system
 
-images: ## Build images/vllm-glm and images/operator with docker buildx (needs a Docker engine; else says why, exit 1)
+images: ## Build images/vllm-glm and images/operator with docker buildx (needs a Docker engine; else says why and fails)
 	@bash images/build.sh
 
 bench: $(STAMP) ## Benchmarks: plan+validate+render median (target < 50 ms), requests per reconcile and apply→children latency on the emulator

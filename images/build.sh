@@ -30,10 +30,9 @@ command -v "$DOCKER" > /dev/null 2>&1 || fail "no '$DOCKER' command: install Doc
 "$DOCKER" info > /dev/null 2>&1 || fail "no Docker engine reachable ('$DOCKER info' failed): start one or set DOCKER_HOST"
 [ -f "$KERNELS/pyproject.toml" ] || fail "$KERNELS/pyproject.toml not found: images/vllm-glm installs the glm_kernels package from it"
 
-read -r VERSION VLLM_DEFAULT < <(PYTHONPATH=operator python3 -c \
-    'import glm_operator, glm_operator.versions as v; print(glm_operator.__version__, v.VLLM_IMAGE)')
+read -r VERSION VLLM_DEFAULT SERVING_IMAGE < <(PYTHONPATH=operator python3 -c \
+    'import glm_operator, glm_operator.versions as v; print(glm_operator.__version__, v.VLLM_IMAGE, v.SERVING_IMAGE)')
 VLLM_BASE=${VLLM_BASE:-$VLLM_DEFAULT}
-VLLM_TAG=${VLLM_DEFAULT##*:}
 REVISION=$(git rev-parse HEAD 2> /dev/null || echo unknown)
 CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 OUTPUT=--load
@@ -46,6 +45,6 @@ operator_args=()
 
 set -x
 "$DOCKER" buildx build "${common[@]}" --build-arg "VLLM_BASE=$VLLM_BASE" --build-arg "KERNELS_DIR=$KERNELS" \
-    -f images/vllm-glm/Dockerfile -t "$REGISTRY/vllm-glm:$VLLM_TAG-glm.$VERSION" .
+    -f images/vllm-glm/Dockerfile -t "$REGISTRY/vllm-glm:${SERVING_IMAGE##*:}" .
 "$DOCKER" buildx build "${common[@]}" "${operator_args[@]}" \
     -f images/operator/Dockerfile -t "$REGISTRY/glm-operator:$VERSION" .

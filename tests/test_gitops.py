@@ -50,10 +50,11 @@ def test_production_overlay_renders_a_valid_glmdeployment() -> None:
 
 def test_argocd_folder_carries_the_health_check_and_applications() -> None:
     objects = kustomize(GITOPS / "argocd")
-    (config,) = [o for o in objects if o["kind"] == "ConfigMap"]
-    assert config["metadata"] == {"name": "argocd-cm", "namespace": "argocd",
-                                  "labels": {"app.kubernetes.io/part-of": "argocd"}}
-    assert config["data"][HEALTH_KEY] == (GITOPS / "argocd" / "health.lua").read_text()
+    assert not [o for o in objects if o["kind"] == "ConfigMap"], "a whole argocd-cm would wipe Argo CD's settings"
+    patch = yaml.safe_load((GITOPS / "argocd" / "argocd-cm-patch.yaml").read_text())
+    assert patch == {"data": {HEALTH_KEY: (GITOPS / "argocd" / "health.lua").read_text()}}, (
+        "argocd-cm-patch.yaml differs from health.lua: copy health.lua into it"
+    )
     apps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Application"}
     assert set(apps) == {"glm-operator", "glm-5-3"}
     for app in apps.values():

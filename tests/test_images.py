@@ -23,6 +23,16 @@ DOCKERFILES = sorted((ROOT / "images").glob("*/Dockerfile"))
 HADOLINT = Path(sys.prefix) / "bin" / "hadolint"
 
 
+def test_examples_reference_the_serving_image_make_images_builds() -> None:
+    from glm_operator.versions import SERVING_IMAGE  # noqa: PLC0415
+
+    tag = SERVING_IMAGE.rsplit(":", 1)[1]
+    for example in sorted((ROOT / "examples").rglob("*.yaml")):
+        for line in example.read_text().splitlines():
+            if "vllm-glm:" in line and "@sha256:" not in line:
+                assert line.rstrip().endswith(f"vllm-glm:{tag}"), f"{example}: {line.strip()}"
+
+
 def test_both_images_exist() -> None:
     assert [p.parent.name for p in DOCKERFILES] == ["operator", "vllm-glm"]
 
@@ -134,7 +144,7 @@ def test_make_images_builds_both_with_buildx(tmp_path: Path) -> None:
     builds = [line for line in (tmp_path / "docker.log").read_text().splitlines() if line.startswith("buildx build")]
     assert len(builds) == 2
     vllm_tag = versions.VLLM_IMAGE.rsplit(":", 1)[1]
-    assert f"-f images/vllm-glm/Dockerfile -t registry.example/glm/vllm-glm:{vllm_tag}-glm.{__version__} ." in builds[0]
+    assert f"-f images/vllm-glm/Dockerfile -t registry.example/glm/vllm-glm:{vllm_tag}-glm.1 ." in builds[0]
     assert f"VLLM_BASE={versions.VLLM_IMAGE}" in builds[0] and f"KERNELS_DIR={kernels}" in builds[0]
     assert f"-f images/operator/Dockerfile -t registry.example/glm/glm-operator:{__version__} ." in builds[1]
     assert all(f"VERSION={__version__}" in b and "--platform linux/amd64 --load" in b for b in builds)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from glm_operator.api.findings import SpecInvalidError
 from glm_operator.api.load import parse
 from glm_operator.render.manifests import render
 from tests.conftest import EXAMPLES, load_cr, seed
@@ -77,3 +78,14 @@ def test_scrape_interval_bounds(interval: int) -> None:
 
     with pytest.raises(SpecInvalidError, match="scrapeIntervalSeconds"):
         parse(_with_monitoring(seed(), scrapeIntervalSeconds=interval))
+
+
+def test_extra_labels_let_kube_prometheus_stack_select_the_monitors() -> None:
+    cr = _with_monitoring(seed(), labels={"release": "kube-prometheus-stack", "app.kubernetes.io/managed-by": "x"})
+    monitors = _by_kind(render(parse(cr)).objects, "PodMonitor")
+    assert monitors and all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors.values())
+    # the operator's own labels win: they select the children it prunes
+    assert all(m["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "glm-operator" for m in monitors.values())
+    bad = _with_monitoring(seed(), labels={"bad key!": "x"})
+    with pytest.raises(SpecInvalidError, match=r"monitoring\.labels"):
+        render(parse(bad))

@@ -21,6 +21,10 @@ from typing import Final
 
 VLLM_IMAGE: Final = "vllm/vllm-openai:v0.32.0"
 VLLM_VERSION: Final = "0.32.0"
+#: Our serving image (images/vllm-glm: the vLLM base + the glm_kernels plugin), as `make images` tags it
+#: and as the examples reference it: ``<vLLM tag>-glm.<revision of our layer>``.
+SERVING_IMAGE_REVISION: Final = 1
+SERVING_IMAGE: Final = f"ghcr.io/glm-serving/vllm-glm:{VLLM_IMAGE.rsplit(':', 1)[1]}-glm.{SERVING_IMAGE_REVISION}"
 
 LLMD_ROUTER_VERSION: Final = "v0.10.0"
 EPP_IMAGE: Final = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLMD_ROUTER_VERSION}"

@@ -44,7 +44,9 @@ def test_chart_crd_is_the_generated_crd(helm: Path) -> None:
     (crd,) = by_kind(template(helm), "CustomResourceDefinition")
     expected = yaml.safe_load(generated)
     meta = crd["metadata"]
-    assert meta["annotations"] == {"helm.sh/resource-policy": "keep"}, "uninstall must keep the CRD (and CRs)"
+    assert meta["annotations"] == {
+        "helm.sh/resource-policy": "keep", "argocd.argoproj.io/sync-options": "Prune=false,Delete=false",
+    }, "uninstall and Argo CD auto-prune must keep the CRD (and CRs)"
     assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     assert expected["metadata"]["labels"].items() <= meta["labels"].items()
     # the same CRD otherwise: helm's fromYaml/toYaml round trip changes no value (integers stay integers)
@@ -129,6 +131,7 @@ def test_namespaced_mode_binds_only_the_chosen_namespaces(helm: Path) -> None:
         (["--set", "metrics.serviceMonitor.interval=soon"], "interval"),
         (["--set", "unknownKey=1"], "unknownKey"),
         (["--set", "operator.resyncSeconds=1"], "resyncSeconds"),
+        (["--set", "image.repository=ghcr.io/x/op:latest"], "repository"),
     ],
     ids=lambda v: v if isinstance(v, str) else v[1],
 )
@@ -137,6 +140,27 @@ def test_schema_rejects_bad_values(helm: Path, args: list[str], message: str) ->
     assert result.returncode != 0
     assert "values don't meet the specifications of the schema" in result.stderr
     assert message.rsplit(".", maxsplit=1)[-1] in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "metrics.port=8081"], "metrics.port and operator.livenessPort are both 8081"),
+        (["--set", "metrics.enabled=false", "--set", "metrics.serviceMonitor.enabled=true"],
+         "metrics.serviceMonitor.enabled needs metrics.enabled"),
+        (["--set", "operator.extraEnv[0].name=GLM_METRICS_PORT", "--set", "operator.extraEnv[0].value=1"],
+         "operator.extraEnv sets GLM_METRICS_PORT"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v[1],
+)
+def test_templates_refuse_values_that_contradict_each_other(helm: Path, args: list[str], message: str) -> None:
+    result = run_helm(helm, "template", "x", str(CHART), "--namespace", NAMESPACE, *args)
+    assert result.returncode != 0 and message in result.stderr
+
+
+def test_a_registry_port_is_a_valid_repository(helm: Path) -> None:
+    _, container = _operator(template(helm, "--set", "image.repository=registry.local:5000/glm/operator"))
+    assert container["image"].startswith("registry.local:5000/glm/operator:")
 
 
 def test_every_value_is_documented_and_in_the_schema() -> None:

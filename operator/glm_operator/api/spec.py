@@ -681,6 +681,14 @@ class MonitoringSpec(_Model):
         "(metrics port 9090, served without authentication); needs the Prometheus Operator CRDs.",
     )
     scrape_interval_seconds: int = Field(default=30, ge=5, le=600, description="Scrape interval of the PodMonitors.")
+    labels: dict[
+        Annotated[str, StringConstraints(max_length=316, pattern=LABEL_KEY_PATTERN)],
+        Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN)],
+    ] = Field(
+        default_factory=dict,
+        description="Extra labels on the PodMonitors, e.g. release: kube-prometheus-stack (its Prometheus selects "
+        "monitors by that label by default).",
+    )
 
 
 # --------------------------------------------------------------------------------------------- spec

@@ -30,6 +30,7 @@ from glm_operator.api.load import parse
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
 from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig
+from glm_operator.observe import metrics
 from glm_operator.render.manifests import render
 
 console = Console(soft_wrap=True)
@@ -69,6 +70,8 @@ def _report(server_url: str, kubeconfig: Path, cr: dict[str, Any], live: list[di
     console.print(f"  kubectl --server {server_url} get glmd,statefulsets,services", highlight=False)
     console.print(f"  kubectl --server {server_url} apply --validate=false -f my-glmdeployment.yaml", highlight=False)
     console.print(f"  (or export KUBECONFIG={kubeconfig} while this runs)", highlight=False)
+    if metrics.SERVER.port is not None:
+        console.print(f"Operator metrics: http://127.0.0.1:{metrics.SERVER.port}/metrics", highlight=False)
 
 
 async def _stop_when_orphaned(stop: asyncio.Event, period: float = 1.0) -> None:

@@ -93,12 +93,17 @@ def snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
+#: Numeric ``status.capacity`` fields that are bookkeeping, not capacity (no gauge).
+NOT_CAPACITY = frozenset({"plannedGeneration"})
+
+
 def capacity_metric_names() -> list[str]:
     """The gauge names of every numeric field the status model declares under ``status.capacity``
-    (strings such as ``kvPerGpu`` and per-role objects are not exported)."""
+    (strings such as ``kvPerGpu``, per-role objects and :data:`NOT_CAPACITY` are not exported)."""
     return sorted(
         f"{PREFIX}_capacity_{snake(field.alias or name)}" for name, field in CapacityStatus.model_fields.items()
         if set(typing.get_args(field.annotation) or (field.annotation,)) - {type(None)} <= {int, float}
+        and (field.alias or name) not in NOT_CAPACITY
     )
 
 
@@ -124,7 +129,7 @@ class _CapacityCollector(Collector):
     def set_capacity(self, namespace: str, name: str, capacity: Mapping[str, Any] | None) -> None:
         numeric = {
             key: float(value) for key, value in (capacity or {}).items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
+            if isinstance(value, int | float) and not isinstance(value, bool) and key not in NOT_CAPACITY
         }
         with self._lock:
             if numeric:

@@ -122,7 +122,8 @@ def healthy_status(
         )
     else:
         degraded = condition(
-            conditions, DEGRADED, status=False, reason="AsExpected", message=warning_text,
+            conditions, DEGRADED, status=False, reason="AsExpected",
+            message=f"not degraded; warnings: {warning_text}" if warning_text else "",
             generation=generation, now=now,
         )
     planned = condition(

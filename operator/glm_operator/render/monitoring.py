@@ -56,6 +56,7 @@ def render_pod_monitors(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -
     if not spec.monitoring.pod_monitors:
         return []
     interval = f"{spec.monitoring.scrape_interval_seconds}s"
+    extra = dict(spec.monitoring.labels)
     objects = []
     for role_name, role in spec.roles().items():
         ports = role_ports(spec, role_name, role)
@@ -63,11 +64,11 @@ def render_pod_monitors(cr_name: str, namespace: str, spec: GLMDeploymentSpec) -
             use.name for use in ports.uses if use.container == VLLM_CONTAINER and use.port == ports.vllm and use.name
         )
         objects.append(_pod_monitor(
-            names.role_name(cr_name, role_name), namespace, names.common_labels(cr_name, role_name),
+            names.role_name(cr_name, role_name), namespace, {**extra, **names.common_labels(cr_name, role_name)},
             names.selector_labels(cr_name, role_name), port=port_name, interval=interval,
         ))
     objects.append(_pod_monitor(
-        names.epp_name(cr_name), namespace, names.common_labels(cr_name, "router"),
+        names.epp_name(cr_name), namespace, {**extra, **names.common_labels(cr_name, "router")},
         names.epp_selector_labels(cr_name), port=EPP_METRICS_PORT_NAME, interval=interval,
     ))
     return objects
