@@ -7,7 +7,11 @@ interleave) and ``N = world_size`` (``--decode-context-parallel-size``). On its 
 
 Merge: rank ``r`` attends over its shard and returns a partial output ``o_r`` and LSE ``L_r`` per (token, head);
 ``L = logsumexp_r L_r`` and ``out = sum_r exp(L_r - L) * o_r`` (SEED-FACTS "Why PCP, why DCP", vLLM
-``vllm/v1/attention/ops/dcp.py``). An empty shard (no selected token) has ``L_r = -inf`` and contributes nothing,
+``vllm/v1/attention/ops/dcp.py``). Computed stably as ``M = max_r L_r``, ``w_r = exp(L_r - M)``,
+``out = sum_r (w_r / sum w) * o_r`` and ``L = M + log(sum w)``: the weights are normalised by construction, so
+LSEs of any magnitude (1e4 ... 3e38, where ``L_r - L`` would round to 0 in fp32) still sum to 1. Mathematically
+equal to vLLM's ``exp(L_r - L)``; within fp32 rounding for ordinary LSEs.
+An empty shard (no selected token) has ``L_r = -inf`` and contributes nothing,
 even if its ``o_r`` holds NaN; NaN and ``+inf`` LSEs are treated as ``-inf``, as vLLM does. When every shard is
 empty the result is ``out = 0`` and ``L = -inf``.
 """
@@ -164,12 +168,13 @@ def lse_merge_ref(outs: torch.Tensor, lses: torch.Tensor, *, base_e: bool = True
     acc_dtype = torch.float64 if outs.dtype == torch.float64 else torch.float32
     lses_s = _sanitize(lses).to(acc_dtype)
     lse_max = lses_s.max(dim=0).values
-    lse_max = torch.where(lse_max == float("-inf"), torch.zeros_like(lse_max), lse_max)
+    lse_max = torch.where(lse_max == float("-inf"), torch.zeros_like(lse_max), lse_max)  # finite from here on
     exp = torch.exp if base_e else torch.exp2
     log = torch.log if base_e else torch.log2
-    lse = log(exp(lses_s - lse_max).sum(dim=0)) + lse_max
-    factor = exp(lses_s - lse)  # [N, B, H]; NaN when both are -inf
-    factor = torch.nan_to_num(factor, nan=0.0)[..., None]
+    weight = exp(lses_s - lse_max)  # [N, B, H] in (0, 1], 0 for an empty shard; exact for any |L| (no L_r - L)
+    total = weight.sum(dim=0)  # >= 1 unless every shard is empty
+    lse = log(total) + lse_max  # -inf when every shard is empty
+    factor = torch.where(total > 0, weight / total, torch.zeros_like(weight))[..., None]
     contrib = torch.where(factor == 0, torch.zeros((), dtype=acc_dtype), outs.to(acc_dtype) * factor)
     return contrib.sum(dim=0).to(outs.dtype), lse.to(torch.float64 if acc_dtype == torch.float64 else torch.float32)
 
