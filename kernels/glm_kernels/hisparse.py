@@ -43,6 +43,8 @@ SOURCE_RESIDENT = 0
 SOURCE_HOT = 1
 SOURCE_HOST = 2
 
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
 
 @dataclass
 class HiSparseState:
@@ -62,7 +64,11 @@ class HiSparseState:
     def create(
         cls, num_requests: int, buffer_rows: int, *, row_bytes: int = ROW_BYTES, device: str | torch.device = "cpu"
     ) -> HiSparseState:
-        """Empty hot buffers: ``buffer_rows`` rows (tokens) of ``row_bytes`` bytes per request."""
+        """Empty hot buffers: ``buffer_rows`` rows (tokens) of ``row_bytes`` bytes per request (default
+        ``ROW_BYTES`` = 656, ``fp8_ds_mla``)."""
+        if row_bytes < 1:
+            raise ValueError(f"row_bytes={row_bytes}: a KV row has at least one byte; pass ROW_BYTES ({ROW_BYTES}, "
+                             f"fp8_ds_mla) or the row width of your cache")
         if num_requests < 0 or buffer_rows < 1:
             raise ValueError(
                 f"num_requests={num_requests}, buffer_rows={buffer_rows}: need num_requests >= 0 and buffer_rows >= 1"
@@ -87,6 +93,24 @@ def _validate(
     state: HiSparseState,
     step: int,
 ) -> None:
+    for name, t in (("topk", topk), ("residency", residency), ("host_index", host_index)):
+        if t.dtype not in _INT_DTYPES:
+            raise ValueError(f"{name}.dtype={t.dtype}: expected an integer tensor (int64 row/token indices); "
+                             f"convert with .long()")
+    for name, t in (("device_cache", device_cache), ("host_pool", host_pool), ("state.hot_rows", state.hot_rows)):
+        if t.dtype != torch.uint8:
+            raise ValueError(f"{name}.dtype={t.dtype}: expected uint8 rows of {ROW_BYTES} bytes (fp8_ds_mla); "
+                             f"pass the raw cache bytes, e.g. quantize_fp8_ds_mla(...) or .view(torch.uint8)")
+    if device_cache.ndim != 2 or host_pool.ndim != 2:
+        raise ValueError(f"device_cache.shape={tuple(device_cache.shape)}, host_pool.shape={tuple(host_pool.shape)}: "
+                         f"expected [rows, row_bytes] each (flatten blocks with .reshape(-1, row_bytes))")
+    slots = tuple(state.hot_token.shape)
+    if state.hot_token.ndim != 2 or state.hot_rows.ndim != 3 or tuple(state.hot_rows.shape[:2]) != slots:
+        raise ValueError(f"state.hot_rows.shape={tuple(state.hot_rows.shape)} ([R, S, row_bytes]) does not match "
+                         f"state.hot_token.shape={slots} ([R, S]); build the state with HiSparseState.create")
+    if tuple(state.hot_last_used.shape) != slots:
+        raise ValueError(f"state.hot_last_used.shape={tuple(state.hot_last_used.shape)} does not match "
+                         f"state.hot_token.shape={slots} ([R, S]); build the state with HiSparseState.create")
     if topk.ndim != 2:
         raise ValueError(f"topk.shape={tuple(topk.shape)}: expected [R, K] token positions (-1 = none)")
     r, k = topk.shape
@@ -110,6 +134,24 @@ def _validate(
         )
     if k and int(topk.max()) >= residency.shape[1]:
         raise ValueError(f"topk holds position {int(topk.max())} >= max_tokens={residency.shape[1]} of residency")
+    if k and int(topk.min()) < -1:
+        raise ValueError(f"topk holds position {int(topk.min())}: positions are >= 0, or -1 for no token")
+    rows = device_cache.shape[0]
+    if residency.numel() and (int(residency.min()) < -1 or int(residency.max()) >= rows):
+        bad = int(residency.min()) if int(residency.min()) < -1 else int(residency.max())
+        raise ValueError(f"residency holds row {bad}: must be -1 (not resident) or a row of device_cache "
+                         f"in [0, {rows}); fix the residency map or pass the matching device_cache")
+    if k:
+        # host rows are read only for requested tokens that are not resident
+        valid = topk >= 0
+        t_safe = torch.where(valid, topk, torch.zeros_like(topk)).long()
+        res_t = torch.gather(residency, 1, t_safe)
+        host_t = torch.gather(host_index, 1, t_safe)[valid & (res_t < 0)]
+        pool = host_pool.shape[0]
+        if host_t.numel() and (int(host_t.min()) < 0 or int(host_t.max()) >= pool):
+            bad = int(host_t.min()) if int(host_t.min()) < 0 else int(host_t.max())
+            raise ValueError(f"host_index holds row {bad} for a requested non-resident token: must be a row of "
+                             f"host_pool in [0, {pool}); every token needs a host copy (eager host mirror)")
     if state.hot_last_used.numel() and step <= int(state.hot_last_used.max()):
         last = int(state.hot_last_used.max())
         raise ValueError(f"step={step}: must exceed every earlier step ({last}); pass a decode-step counter")

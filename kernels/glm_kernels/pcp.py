@@ -59,6 +59,7 @@ def pcp_slot_positions(num_tokens: int, world_size: int) -> torch.Tensor:
 
 def pcp_local_positions(num_tokens: int, world_size: int, rank: int) -> torch.Tensor:
     """Prompt positions (int64, ascending, padding dropped) owned by ``rank``; may be empty."""
+    _check(num_tokens, world_size)  # blame world_size / num_tokens first: rank 0 of 0 ranks is world_size's fault
     if not 0 <= rank < world_size:
         raise ValueError(f"rank={rank}: must be in [0, world_size={world_size}); pass the rank within the PCP group")
     chunk = pcp_chunk_size(num_tokens, world_size)

@@ -62,11 +62,20 @@ def quantize_fp8_ds_mla(latent: torch.Tensor, rope: torch.Tensor) -> torch.Tenso
 
     Returns:
         uint8 ``[T, 656]``.
+
+    Raises ``ValueError`` when ``latent`` holds inf or NaN (it would poison the whole 128-value tile's scale).
     """
     if latent.ndim != 2 or latent.shape[1] != KV_LORA_RANK:
         raise ValueError(f"latent.shape={tuple(latent.shape)}: expected [T, {KV_LORA_RANK}] (kv_lora_rank)")
     if rope.shape != (latent.shape[0], ROPE_DIM):
         raise ValueError(f"rope.shape={tuple(rope.shape)}: expected [T={latent.shape[0]}, {ROPE_DIM}]")
+    finite = torch.isfinite(latent.detach()).all(dim=1)
+    if not bool(finite.all()):
+        row = int(torch.nonzero(~finite)[0, 0])
+        raise ValueError(
+            f"latent holds non-finite values (first at row {row}): an inf/NaN makes its tile's scale inf/NaN and "
+            f"every value of the 128-value tile dequantize to NaN; fix the producer (or mask the row) before caching"
+        )
     t = latent.shape[0]
     tiles = latent.detach().float().reshape(t, KV_LORA_RANK // QUANT_TILE, QUANT_TILE)
     amax = tiles.abs().amax(dim=2)
@@ -105,8 +114,14 @@ def gather_topk(rows: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor
     """
     if indices.ndim != 2:
         raise ValueError(f"indices.shape={tuple(indices.shape)}: expected [Q, K] (-1 = no token)")
+    if indices.dtype.is_floating_point or indices.dtype.is_complex or indices.dtype == torch.bool:
+        raise ValueError(f"indices.dtype={indices.dtype}: expected integer row indices (int64); convert with .long()")
     if indices.numel() and int(indices.max()) >= rows.shape[0]:
-        raise ValueError(f"indices hold {int(indices.max())} >= number of rows {rows.shape[0]}")
+        raise ValueError(f"indices hold {int(indices.max())} >= number of rows {rows.shape[0]}; "
+                         f"index rows of this shard only")
+    if indices.numel() and int(indices.min()) < -1:
+        raise ValueError(f"indices hold {int(indices.min())}: row indices are >= 0, or -1 for no token; "
+                         f"map other sentinels to -1")
     valid = indices >= 0
     safe = torch.where(valid, indices, torch.zeros_like(indices))
     if rows.shape[0] == 0:
@@ -126,7 +141,10 @@ def sparse_mla_attention_ref(
         q: ``[Q, H, 576]`` queries (512 latent + 64 RoPE dims).
         kv: ``[T, 576]`` KV rows in a float dtype (dequantize ``fp8_ds_mla`` rows first), or uint8 ``[T, 656]``
             rows, which are dequantized to ``q.dtype``.
-        indices: int64 ``[Q, K]`` rows of ``kv`` per query, ``-1`` = none.
+        indices: int64 ``[Q, K]`` rows of ``kv`` per query, ``-1`` = none; values ``< -1`` raise ``ValueError``.
+            Repeated indices are **not** deduplicated: a row named twice is read twice and counts twice in the
+            softmax (its weight doubles), as FlashMLA's sparse kernel would read it twice. Deduplicate upstream
+            (the indexer's top-k never repeats a row) if set semantics are wanted.
         scale: softmax scale; default ``1/sqrt(576)``.
 
     Returns:
@@ -173,7 +191,21 @@ def indexer_topk(
     """
     if topk < 1:
         raise ValueError(f"topk={topk}: must be >= 1 (index_topk)")
+    if q_idx.ndim != 3:
+        raise ValueError(f"q_idx.shape={tuple(q_idx.shape)}: expected [Q, Hi, Di] indexer queries")
+    q_count, heads, dim = q_idx.shape
+    if weights.shape != (q_count, heads):
+        raise ValueError(f"weights.shape={tuple(weights.shape)}: expected [Q={q_count}, Hi={heads}] (one weight per "
+                         f"query and indexer head)")
+    if k_idx.ndim != 2 or k_idx.shape[1] != dim:
+        raise ValueError(f"k_idx.shape={tuple(k_idx.shape)}: expected [T, Di={dim}] (same head dim as q_idx)")
+    if query_positions.shape != (q_count,):
+        raise ValueError(f"query_positions.shape={tuple(query_positions.shape)}: expected [Q={q_count}], one "
+                         f"position per query row of q_idx")
     key_positions = torch.arange(k_idx.shape[0]) if key_positions is None else key_positions
+    if key_positions.shape != (k_idx.shape[0],):
+        raise ValueError(f"key_positions.shape={tuple(key_positions.shape)}: expected [T={k_idx.shape[0]}], one "
+                         f"position per row of k_idx")
     scores = torch.einsum("qhd,td->qht", q_idx, k_idx).relu()
     scores = torch.einsum("qht,qh->qt", scores, weights)
     causal = key_positions[None, :] <= query_positions[:, None]
@@ -188,8 +220,16 @@ def select_topk(
 
     Ties (e.g. ReLU scores of exactly 0) go to the lower id (``ids [Q, T]``, default the column index), so the
     choice does not depend on how many candidates there are or how they are ordered, as a distributed selection
-    needs. Returns ``(columns int64 [Q, topk] ordered by ascending id, -1 padded; their scores, -inf padded)``.
+    needs. ``topk >= 0`` (0 gives an empty ``[Q, 0]`` selection). Returns ``(columns int64 [Q, topk] ordered by
+    ascending id, -1 padded; their scores, -inf padded)``.
     """
+    if topk < 0:
+        raise ValueError(f"topk={topk}: must be >= 0 (number of columns to keep per row)")
+    if scores.ndim != 2:
+        raise ValueError(f"scores.shape={tuple(scores.shape)}: expected [Q, T] (-inf = not a candidate)")
+    if ids is not None and ids.shape != scores.shape:
+        raise ValueError(f"ids.shape={tuple(ids.shape)}: expected the shape of scores {tuple(scores.shape)}; "
+                         f"expand a [T] id row with .expand(Q, -1)")
     q_count, t_count = scores.shape
     k = min(topk, t_count)
     vals = torch.full((q_count, topk), float("-inf"), dtype=scores.dtype)

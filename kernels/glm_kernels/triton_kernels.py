@@ -50,11 +50,15 @@ def _lse_merge_kernel(
     lse_n = tl.load(lses_ptr + n * s_ln + b * s_lb + h * s_lh, mask=nmask, other=-float("inf")).to(tl.float32)
     lse_n = tl.where((lse_n != lse_n) | (lse_n == float("inf")), -float("inf"), lse_n)
     lse_max = tl.max(lse_n, axis=0)
-    lse_max = tl.where(lse_max == -float("inf"), 0.0, lse_max)
+    lse_max = tl.where(lse_max == -float("inf"), 0.0, lse_max)  # finite from here on
+    # Stable weights w_r = exp(L_r - M) / sum_r' exp(L_r' - M) (M = max): normalised for any |L|, no L_r - L.
     if IS_BASE_E:
-        total = tl.log(tl.sum(tl.exp(lse_n - lse_max), axis=0)) + lse_max
+        wsum = tl.sum(tl.exp(lse_n - lse_max), axis=0)
+        total = tl.log(wsum) + lse_max
     else:
-        total = tl.log2(tl.sum(tl.exp2(lse_n - lse_max), axis=0)) + lse_max
+        wsum = tl.sum(tl.exp2(lse_n - lse_max), axis=0)
+        total = tl.log2(wsum) + lse_max
+    wdiv = tl.where(wsum > 0.0, wsum, 1.0)  # every shard empty: all weights 0, L = -inf
     tl.store(lse_ptr + b * s_zb + h * s_zh, total.to(lse_ptr.dtype.element_ty))
 
     d = tl.arange(0, BLOCK_D)
@@ -63,18 +67,14 @@ def _lse_merge_kernel(
     if CORRECT_ONLY:
         lse_r = tl.load(lses_ptr + rank * s_ln + b * s_lb + h * s_lh).to(tl.float32)
         lse_r = tl.where((lse_r != lse_r) | (lse_r == float("inf")), -float("inf"), lse_r)
-        diff = lse_r - total
-        diff = tl.where(diff != diff, -float("inf"), diff)
-        factor = tl.exp(diff) if IS_BASE_E else tl.exp2(diff)
+        factor = (tl.exp(lse_r - lse_max) if IS_BASE_E else tl.exp2(lse_r - lse_max)) / wdiv
         o = tl.load(outs_ptr + b * s_ob + h * s_oh + d * s_od, mask=dmask, other=0.0).to(tl.float32)
         acc = tl.where(factor == 0.0, 0.0, o * factor)
     else:
         for r in range(N):
             lse_r = tl.load(lses_ptr + r * s_ln + b * s_lb + h * s_lh).to(tl.float32)
             lse_r = tl.where((lse_r != lse_r) | (lse_r == float("inf")), -float("inf"), lse_r)
-            diff = lse_r - total
-            diff = tl.where(diff != diff, -float("inf"), diff)
-            factor = tl.exp(diff) if IS_BASE_E else tl.exp2(diff)
+            factor = (tl.exp(lse_r - lse_max) if IS_BASE_E else tl.exp2(lse_r - lse_max)) / wdiv
             o = tl.load(outs_ptr + r * s_on + b * s_ob + h * s_oh + d * s_od, mask=dmask, other=0.0).to(tl.float32)
             acc += tl.where(factor == 0.0, 0.0, o * factor)
     tl.store(out_ptr + b * s_yb + h * s_yh + d * s_yd, acc.to(out_ptr.dtype.element_ty), mask=dmask)

@@ -1,12 +1,14 @@
 """vLLM plugin: installs our kernels into the pinned vLLM (entry point group ``vllm.general_plugins``).
 
 vLLM calls ``register()`` in every process it starts (``vllm.plugins.load_general_plugins``). ``REPLACEMENTS`` is
-the one table of every vLLM symbol this plugin replaces; ``MIRRORED`` lists vLLM facts our references rely on (not
+the one table of every vLLM symbol this plugin replaces — today exactly one,
+``vllm.v1.attention.ops.dcp.correct_attn_out`` (PCP, the overlapped prefill, sparse-MLA and HiSparse are reference
+implementations, not installed into vLLM); ``MIRRORED`` lists vLLM facts our references rely on (not
 replaced). ``kernels/tests/test_vllm_wheel.py`` checks both tables against the pinned wheel's source.
 
 Safety: on a vLLM version other than ``PINNED_VLLM``, or when any symbol is missing or its parameters differ from
-the table, ``register()`` logs a warning and changes nothing (all or nothing). ``GLM_KERNELS_VLLM_PLUGIN=0`` turns
-the plugin off. Calling ``register()`` again is a no-op.
+the table, ``register()`` logs a warning and changes nothing (all or nothing). ``GLM_KERNELS_VLLM_PLUGIN=0``
+(or ``false``/``no``/``off``, any case) turns the plugin off. Calling ``register()`` again is a no-op.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ logger = logging.getLogger("glm_kernels.vllm_plugin")
 
 #: The vLLM release the serving image pins (reference/vllm.md; images/vllm-glm, tag v0.32.0-glm.*).
 PINNED_VLLM = "0.32.0"
-#: Environment switch: "0" disables the plugin.
+#: Environment switch: "0", "false", "no" or "off" (any case, surrounding blanks ignored) disables the plugin;
+#: unset, empty, "1", "true", "yes" or "on" enables it; anything else logs a warning and enables it.
 ENV_SWITCH = "GLM_KERNELS_VLLM_PLUGIN"
+_OFF = ("0", "false", "no", "off")
+_ON = ("", "1", "true", "yes", "on")
 
 
 def correct_attn_out(
@@ -116,9 +121,15 @@ def _version() -> str | None:
 
 def register() -> None:
     """Install every entry of ``REPLACEMENTS`` into vLLM, or nothing (see module doc)."""
-    if os.environ.get(ENV_SWITCH, "1") == "0":
-        logger.info("glm_kernels: %s=0, vLLM left unchanged", ENV_SWITCH)
+    switch = os.environ.get(ENV_SWITCH, "1").strip().lower()
+    if switch in _OFF:
+        logger.info("glm_kernels: %s=%r, vLLM left unchanged", ENV_SWITCH, switch)
         return
+    if switch not in _ON:
+        logger.warning(
+            "glm_kernels: %s=%r is not one of %s (off) or %s (on); installing as if on",
+            ENV_SWITCH, os.environ[ENV_SWITCH], "/".join(_OFF), "/".join(_ON),
+        )  # fmt: skip
     version = _version()
     if version is None:
         logger.warning("glm_kernels: vLLM is not importable; nothing installed")

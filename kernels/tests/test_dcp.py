@@ -11,7 +11,9 @@ from glm_kernels.dcp import (
     dcp_owner,
     dcp_shard_len,
     dcp_unshard,
+    lse_correct,
     lse_correct_ref,
+    lse_merge,
     lse_merge_ref,
 )
 from glm_kernels.testing import assert_within_ref_error
@@ -48,8 +50,10 @@ def _split_attention(num_shards: int, dtype: torch.dtype, empty: tuple[int, ...]
     k = torch.randn(t, d, generator=gen, dtype=torch.float64)
     v = torch.randn(t, d, generator=gen, dtype=torch.float64)
     owner = torch.arange(t) % num_shards
+    keep = [r for r in range(num_shards) if r not in empty]
     for e in empty:
-        owner[owner == e] = (e + 1) % num_shards
+        owner[owner == e] = keep[e % len(keep)]  # move the tokens to a shard that stays non-empty
+    assert all(int((owner == e).sum()) == 0 for e in empty)
     outs, lses = [], []
     for r in range(num_shards):
         s = (q.to(dtype) @ k[owner == r].to(dtype).T) * d**-0.5
@@ -68,6 +72,8 @@ def _split_attention(num_shards: int, dtype: torch.dtype, empty: tuple[int, ...]
 @pytest.mark.parametrize("empty", [(), (2,), (0, 5, 7)])
 def test_merge_of_partials_equals_full_attention(empty: tuple[int, ...]) -> None:
     outs, lses, full, full_lse = _split_attention(8, torch.float32, empty)
+    for r in range(8):  # each listed shard is truly empty, every other one holds tokens
+        assert torch.isneginf(lses[r]).all() == (r in empty)
     out, lse = lse_merge_ref(outs, lses)
     assert not torch.isnan(out).any()
     # flash-attention rule: merged fp32 error within 2x of a plain fp32 softmax's error.
@@ -126,3 +132,52 @@ def test_bad_input_names_the_argument() -> None:
         lse_correct_ref(torch.zeros(3, 4, 5), torch.zeros(8, 3, 4), 9)
     with pytest.raises(ValueError, match="world_size=3"):
         dcp_unshard(torch.zeros(2, 4), 4, 3)
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: dcp_owner(torch.arange(4), 0), r"^world_size=0"),
+        (lambda: dcp_owner(torch.tensor([-1, -5]), 8), r"^positions hold -5"),
+        (lambda: dcp_owner(torch.tensor([1.5, 3.0]), 8), r"^positions\.dtype=torch\.float32"),
+        (lambda: dcp_local_slot(torch.tensor([-1]), 8), r"^positions hold -1"),
+        (lambda: dcp_shard_len(-5, 8, 0), r"^num_tokens=-5"),
+        (lambda: dcp_local_positions(4, 0, 0), r"^world_size=0"),
+        (lambda: dcp_local_positions(-3, 8, 0), r"^num_tokens=-3"),
+        (lambda: dcp_local_positions(4, 8, 0, 0), r"^interleave=0"),
+        (lambda: dcp_unshard(torch.zeros(8, 1, 3), 20, 8), r"^shards\.shape\[1\]=1.*20 tokens.*3"),
+        (lambda: dcp_unshard(torch.zeros(8, 1, 3), 4, 8, 0), r"^interleave=0"),
+        (lambda: dcp_unshard(torch.zeros(8, 1, 3), -1, 8), r"^num_tokens=-1"),
+        (lambda: lse_merge_ref(torch.ones(2, 2, 2, 4, dtype=torch.int32), torch.zeros(2, 2, 2)),
+         r"^outs\.dtype=torch\.int32.*float"),
+        (lambda: lse_merge_ref(torch.ones(2, 2, 2, 4), torch.zeros(2, 2, 2, dtype=torch.int64)),
+         r"^lses\.dtype=torch\.int64.*float"),
+        (lambda: lse_correct_ref(torch.ones(2, 2, 4, dtype=torch.int32), torch.zeros(3, 2, 2), 0),
+         r"^out\.dtype=torch\.int32.*float"),
+        (lambda: lse_correct(torch.ones(2, 2, 4, dtype=torch.int32), torch.zeros(3, 2, 2), 0, backend="torch"),
+         r"^out\.dtype=torch\.int32.*float"),
+    ],
+)
+def test_sharding_and_merge_reject_bad_input(call, needle: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=needle):  # anchored: the message starts with the blamed argument
+        call()
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_merge_of_zero_shards_raises_in_both_backends(backend: str) -> None:
+    if backend == "triton":
+        pytest.importorskip("triton")
+    with pytest.raises(ValueError, match=r"outs\.shape=\(0, 2, 2, 4\).*at least one shard"):
+        lse_merge(torch.zeros(0, 2, 2, 4), torch.zeros(0, 2, 2), backend=backend)
+    with pytest.raises(ValueError, match=r"lses\.shape=\(0, 2, 2\).*at least one shard"):
+        lse_correct(torch.zeros(2, 2, 4), torch.zeros(0, 2, 2), 0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_integer_outs_raise_in_both_backends(backend: str) -> None:
+    if backend == "triton":
+        pytest.importorskip("triton")
+    with pytest.raises(ValueError, match=r"outs\.dtype=torch\.int32"):
+        lse_merge(torch.ones(2, 2, 2, 4, dtype=torch.int32), torch.zeros(2, 2, 2), backend=backend)
+    with pytest.raises(ValueError, match=r"out\.dtype=torch\.int32"):
+        lse_correct(torch.ones(2, 2, 4, dtype=torch.int32), torch.zeros(3, 2, 2), 0, backend=backend)

@@ -66,12 +66,17 @@ def test_cached_prefix_adds_work_evenly() -> None:
 @pytest.mark.parametrize(
     ("call", "needle"),
     [
-        (lambda: pcp_local_positions(10, 0, 0), "world_size=0"),
-        (lambda: pcp_local_positions(-1, 8, 0), "num_tokens=-1"),
-        (lambda: pcp_local_positions(10, 8, 8), "rank=8"),
+        (lambda: pcp_local_positions(10, 0, 0), r"^world_size=0"),
+        (lambda: pcp_local_positions(10, -1, 0), r"^world_size=-1"),
+        (lambda: pcp_chunk_size(10, -1), r"^world_size=-1"),
+        (lambda: pcp_slot_positions(-1, 8), r"^num_tokens=-1"),
+        (lambda: pcp_restore_index(-2, 8), r"^num_tokens=-2"),
+        (lambda: causal_work(10, 0), r"^world_size=0"),
+        (lambda: pcp_local_positions(-1, 8, 0), r"^num_tokens=-1"),
+        (lambda: pcp_local_positions(10, 8, 8), r"^rank=8"),
         (lambda: causal_work(10, 8, cached_tokens=-5), "cached_tokens=-5"),
     ],
 )
 def test_bad_input_names_the_argument(call, needle: str) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match=needle):
+    with pytest.raises(ValueError, match=needle):  # anchored: the message must start with the blamed argument
         call()

@@ -126,3 +126,63 @@ def test_bad_input_names_the_argument() -> None:
         sparse_mla_attention_ref(torch.zeros(2, 8, 512), torch.zeros(3, 576), torch.zeros(2, 1, dtype=torch.int64))
     with pytest.raises(ValueError, match="topk=0"):
         indexer_topk(torch.zeros(1, 1, 2), torch.zeros(1, 1), torch.zeros(3, 2), torch.arange(1), 0)
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: indexer_topk(torch.randn(2, 1, 4), torch.ones(2, 1), torch.randn(3, 4), torch.tensor([2]), 2),
+         r"query_positions\.shape=\(1,\).*Q=2"),
+        (lambda: indexer_topk(torch.randn(1, 1, 4), torch.ones(1, 1), torch.randn(3, 5), torch.tensor([2]), 2),
+         r"k_idx\.shape=\(3, 5\).*Di=4"),
+        (lambda: indexer_topk(torch.randn(1, 2, 4), torch.ones(1, 3), torch.randn(3, 4), torch.tensor([2]), 2),
+         r"weights\.shape=\(1, 3\).*\[Q=1, Hi=2\]"),
+        (lambda: indexer_topk(torch.randn(1, 1, 4), torch.ones(1, 1), torch.randn(3, 4), torch.tensor([2]), 2,
+                              key_positions=torch.arange(2)),
+         r"key_positions\.shape=\(2,\).*T=3"),
+        (lambda: indexer_topk(torch.randn(1, 1, 4), torch.ones(1, 1), torch.randn(3, 4), torch.tensor([2]), -1),
+         "topk=-1"),
+        (lambda: select_topk(torch.zeros(1, 5), -3), "topk=-3"),
+        (lambda: select_topk(torch.zeros(5), 2), r"scores\.shape=\(5,\)"),
+        (lambda: select_topk(torch.zeros(2, 5), 2, ids=torch.arange(5)), r"ids\.shape=\(5,\)"),
+    ],
+)
+def test_indexer_and_select_topk_validate_shapes_and_k(call, needle: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=needle):
+        call()
+
+
+def test_select_topk_zero_gives_empty_selection() -> None:
+    cols, vals = select_topk(torch.zeros(2, 5), 0)
+    assert cols.shape == (2, 0) and vals.shape == (2, 0)
+
+
+def test_attention_rejects_indices_below_minus_one() -> None:
+    q = torch.randn(2, 4, 576)
+    kv = torch.randn(10, 576)
+    with pytest.raises(ValueError, match=r"indices hold -2.*-1"):
+        sparse_mla_attention_ref(q, kv, torch.tensor([[0, -2], [1, 2]]))
+    with pytest.raises(ValueError, match=r"indices hold -2.*-1"):
+        gather_topk(kv, torch.tensor([[0, -2]]))
+    with pytest.raises(ValueError, match=r"indices\.dtype=torch\.float32"):
+        sparse_mla_attention_ref(q, kv, torch.tensor([[0.0, 1.0], [1.0, 2.0]]))
+
+
+def test_repeated_indices_count_twice() -> None:
+    # Documented choice: no dedupe; a repeated index is read (and weighted) twice, as FlashMLA would read it twice.
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 2, 576, generator=gen, dtype=torch.float64)
+    kv = torch.randn(4, 576, generator=gen, dtype=torch.float64)
+    out, lse = sparse_mla_attention_ref(q, kv, torch.tensor([[1, 1, 2]]))
+    s = (q[0] @ kv[[1, 1, 2]].T) * 576**-0.5
+    assert torch.allclose(lse[0], torch.logsumexp(s, -1), atol=1e-12)
+    assert torch.allclose(out[0], torch.softmax(s, -1) @ kv[[1, 1, 2], :512], atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_quantize_rejects_non_finite_latent(bad: float) -> None:
+    # A tile with inf would get scale inf and dequantize to NaN for every value of the tile; refuse it instead.
+    latent = torch.randn(3, 512)
+    latent[1, 200] = bad
+    with pytest.raises(ValueError, match=r"^latent holds non-finite values.*row 1"):
+        quantize_fp8_ds_mla(latent, torch.zeros(3, 64))

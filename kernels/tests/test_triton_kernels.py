@@ -93,3 +93,61 @@ def test_hisparse_kernel_matches_reference_over_steps() -> None:
         assert torch.equal(state.hot_rows.cpu(), ref_state.hot_rows)
         sources |= set(want_src.flatten().tolist())
     assert sources == {-1, 0, 1, 2}  # every path was exercised
+
+
+@pytest.mark.parametrize("base_e", [True, False])
+def test_plus_inf_lse_is_an_empty_shard_in_the_kernels(base_e: bool) -> None:
+    # vLLM treats +inf (and NaN) LSEs as -inf; the merge must ignore such a shard, and the correction must zero it.
+    outs, lses = _partials(4, 3, 4, 32, seed=3)
+    clean = lses.clone()
+    lses[2, 0, :] = float("inf")  # shard 2 is poisoned for token 0, every head
+    lses[3, 2, 1] = float("inf")
+    clean[2, 0, :] = float("-inf")
+    clean[3, 2, 1] = float("-inf")
+    truth, truth_lse = lse_merge_ref(outs, clean, base_e=base_e)
+    out, lse = lse_merge(outs.float(), lses.float(), base_e=base_e)
+    assert torch.isfinite(out).all()
+    assert torch.allclose(out.double(), truth, atol=1e-5)
+    finite = torch.isfinite(truth_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert torch.allclose(lse[finite].double(), truth_lse[finite], atol=1e-5)
+    for rank in (2, 3, 0):
+        want, want_lse = lse_correct_ref(outs[rank], clean, rank, base_e=base_e)
+        got, got_lse = lse_correct(outs[rank].float().clone(), lses.float(), rank, base_e=base_e)
+        assert torch.isfinite(got).all(), f"rank {rank}"
+        assert torch.allclose(got.double(), want, atol=1e-5), f"rank {rank}"
+        assert torch.allclose(got_lse[finite].double(), want_lse[finite], atol=1e-5)
+    assert (lse_correct(outs[2].float().clone(), lses.float(), 2, base_e=base_e)[0][0] == 0).all()
+
+
+def test_lse_correct_kernel_fp32_within_fp32_reference_error() -> None:
+    # The plugin's one installed kernel, held to an fp32 reference (not fp16): rounding o through fp16 fails this.
+    outs, lses = _partials(8, 4, 8, 64, seed=4)
+    for rank in (0, 2, 7):
+        truth, truth_lse = lse_correct_ref(outs[rank], lses, rank)  # float64 ground truth
+        ref, ref_lse = lse_correct_ref(outs[rank].float(), lses.float(), rank)
+        out, lse = lse_correct(outs[rank].float().clone(), lses.float(), rank)
+        assert out.dtype == torch.float32
+        assert_within_ref_error(out, ref, truth, name=f"fp32 corrected out, rank {rank}")
+        assert float((out - ref).abs().max()) <= 1e-6 * float(ref.abs().max())
+        finite = torch.isfinite(truth_lse)
+        assert_within_ref_error(lse[finite], ref_lse[finite], truth_lse[finite], name="corrected lse")
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("mag", [1e4, -1e4, 1e30, -1e30, 3e38])
+def test_large_magnitude_lses_give_normalised_weights(mag: float, backend: str) -> None:
+    # Weights exp(L_r - max L) / sum: with |L| ~ 1e30, L_r - L rounds to 0 and exp(L_r - L) would sum to N, not 1.
+    lses = torch.tensor([[[mag, mag], [mag, mag]], [[mag - 1, mag], [mag, float("-inf")]]], dtype=torch.float32)
+    outs = torch.ones(2, 2, 2, 8)
+    out, lse = lse_merge(outs, lses, backend=backend)
+    assert torch.allclose(out, torch.ones(2, 2, 8), rtol=0, atol=1e-6), out[..., 0]
+    assert torch.isfinite(lse).all()
+    corrected = sum(lse_correct(outs[r].clone(), lses, r, backend=backend)[0] for r in range(2))
+    assert torch.allclose(corrected, torch.ones(2, 2, 8), rtol=0, atol=1e-6), corrected[..., 0]
+    # float64 references agree with the analytic weights for an unrepresentable gap of 1
+    w = torch.tensor([1.0, float(torch.exp(torch.tensor(-1.0, dtype=torch.float64)))], dtype=torch.float64)
+    outs64 = torch.stack([torch.zeros(1, 1, 1, dtype=torch.float64), torch.ones(1, 1, 1, dtype=torch.float64)])
+    l64 = torch.tensor([[[1e4]], [[1e4 - 1]]], dtype=torch.float64)
+    got, _ = lse_merge(outs64, l64, backend="torch")
+    assert abs(float(got) - float(w[1] / w.sum())) < 1e-12

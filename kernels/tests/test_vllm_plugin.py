@@ -112,3 +112,45 @@ def test_replacement_keeps_vllm_contract_including_4d_views() -> None:
     assert got.shape == (b, h, d) and lse.shape == (b, h)
     assert_within_ref_error(got, ref, truth, name="correct_attn_out")
     assert torch.allclose(lse.double(), truth_lse, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["0", "false", "False", "NO", "off", " Off "])
+def test_switch_off_accepts_the_usual_false_spellings(fake: Any, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    dcp = fake(vllm_plugin.PINNED_VLLM)
+    monkeypatch.setenv(vllm_plugin.ENV_SWITCH, value)
+    vllm_plugin.register()
+    assert dcp.correct_attn_out is _original_correct_attn_out
+
+
+@pytest.mark.parametrize("value", ["1", "true", "yes", "on", ""])
+def test_switch_on_spellings_install(fake: Any, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    dcp = fake(vllm_plugin.PINNED_VLLM)
+    monkeypatch.setenv(vllm_plugin.ENV_SWITCH, value)
+    vllm_plugin.register()
+    assert dcp.correct_attn_out is vllm_plugin.correct_attn_out
+
+
+def test_unknown_switch_value_logs_and_installs(
+    fake: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    dcp = fake(vllm_plugin.PINNED_VLLM)
+    monkeypatch.setenv(vllm_plugin.ENV_SWITCH, "maybe")
+    with caplog.at_level(logging.WARNING, logger="glm_kernels.vllm_plugin"):
+        vllm_plugin.register()
+    assert dcp.correct_attn_out is vllm_plugin.correct_attn_out
+    assert "GLM_KERNELS_VLLM_PLUGIN='maybe'" in caplog.text
+
+
+def test_docs_name_exactly_what_the_plugin_replaces() -> None:
+    from pathlib import Path  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[2]
+    symbols = [f"{r.module}.{r.name}" for r in vllm_plugin.REPLACEMENTS]
+    assert symbols == ["vllm.v1.attention.ops.dcp.correct_attn_out"]
+    head = (root / "kernels" / "README.md").read_text().split("## Modules")[0]
+    top = (root / "README.md").read_text().split("## Kernels")[1].split("\n## ")[0]
+    for text in (head, top):
+        assert "`vllm.v1.attention.ops.dcp.correct_attn_out`" in text
+        assert "reference implementations" in text and "not installed into vLLM" in text
+        for mechanism in ("PCP", "overlap", "sparse-MLA", "HiSparse"):
+            assert mechanism in text
