@@ -155,3 +155,69 @@ def test_refused_update_keeps_the_plan_of_the_running_generation() -> None:
     assert good["capacity"]["plannedGeneration"] == 1
     bad = invalid_status(previous=good, generation=2, findings=refusal(minimal(gpu={"product": "MI300X"})), now="t")
     assert bad["observedGeneration"] == 2 and bad["capacity"]["plannedGeneration"] == 1
+
+
+# ------------------------------------------------------------------ from a code review of the planner
+
+
+def test_a_fixed_kv_cache_larger_than_the_free_memory_is_refused_at_its_flag() -> None:
+    cr = minimal(prefill={"extraArgs": ["--kv-cache-memory-bytes=200G"]})
+    (finding,) = [f for f in refusal(cr) if f.field == "spec.prefill.extraArgs[0]"]
+    free = plan_deployment(parse(cr).spec).roles["prefill"].free_bytes_per_gpu
+    assert "asks for 200.0 GiB" in finding.message and f"use at most {int(free // GIB)}G" in finding.fix
+    assert 25 * GIB < free < 35 * GIB  # the whole H200 (vLLM ignores the utilization) minus weights and reserve
+    zero = minimal(prefill={"extraArgs": ["--kv-cache-memory-bytes=0"]})
+    assert [f.field for f in refusal(zero)] == ["spec.prefill.extraArgs[0]"]
+    with pytest.raises(ValueError, match="whole number"):
+        human_readable_int("1.5")
+
+
+def test_context_fixes_suggest_layouts_that_pass_the_rules() -> None:
+    cr = minimal(prefill={"parallelism": {"tensor": 2, "data": 4, "expert": True}})
+    cr["spec"]["model"]["maxModelLen"] = 1_048_576
+    (finding,) = [f for f in refusal(cr) if f.field == "spec.model.maxModelLen" and "prefill" in f.message]
+    assert "tensor 1, prefillContext 8, decodeContext 8, data 1" in finding.fix
+    cr["spec"]["prefill"]["parallelism"] = {"tensor": 1, "prefillContext": 8, "decodeContext": 8, "data": 1,
+                                            "expert": True}
+    assert not rules.errors(findings(cr))
+
+    tp8 = minimal(decode={"parallelism": {"tensor": 8, "expert": True}, "hiSparse": {"enabled": False}})
+    tp8["spec"]["model"]["maxModelLen"] = 1_048_576
+    (finding,) = [f for f in refusal(tp8) if "decode" in f.message]
+    assert finding.fix.startswith("set decode.parallelism.decodeContext: 8")
+
+
+def test_derived_context_warning_has_no_layout_clause_when_none_helps() -> None:
+    cr = minimal(prefill={"extraArgs": ["--gpu-memory-utilization=0.81"]})
+    (finding,) = [f for f in findings(cr) if f.field == "spec.model.maxModelLen"]
+    assert finding.fix == f"set maxModelLen: {plan_deployment(parse(cr).spec).max_model_len} to make this explicit"
+
+
+def test_offload_prefix_capacity_counts_the_replicas_each_gpu_offloads() -> None:
+    tp8 = minimal(prefill={"parallelism": {"tensor": 8, "expert": True}, "cpuOffloadPerRank": "512Gi"})
+    tp8["spec"]["model"]["maxModelLen"] = 131_072
+    pcp_dcp = plan_deployment(parse(minimal()).spec).roles["prefill"]
+    replicated = plan_deployment(parse(tp8).spec).roles["prefill"]
+    assert abs(pcp_dcp.offload_prefix_tokens_per_rank - 8 * replicated.offload_prefix_tokens_per_rank) <= 8
+    decode = plan_deployment(parse(minimal()).spec).roles["decode"]
+    assert decode.offload_prefix_tokens_per_rank == int(48 * GIB / decode.kv.mla)  # MLA rows bound it
+
+
+def test_hisparse_needs_the_fp8_row() -> None:
+    cr = minimal(kvCache={"dtype": "bfloat16", "blockSize": 64})
+    assert any(f.field == "spec.kvCache.dtype" for f in refusal(cr))
+
+
+def test_dcp_query_replication_costs_weight_memory() -> None:
+    kimi = load_cr(EXAMPLES / "kimi-k2.6-dcp8-b200.yaml")
+    replicated = plan_deployment(parse(kimi).spec).roles["engine"]
+    kimi["spec"]["engine"]["extraArgs"] = ["--no-dcp-q-replicate"]
+    split = plan_deployment(parse(kimi).spec).roles["engine"]
+    assert 1.5 * GIB < replicated.weights_bytes_per_gpu - split.weights_bytes_per_gpu < 2.5 * GIB
+
+
+def test_an_unmarked_glm_repository_is_planned_as_bf16() -> None:
+    plan = plan_deployment(parse(minimal(model={"name": "zai-org/GLM-5.3"})).spec)
+    assert plan.quantization == "bf16"
+    assert plan_deployment(parse(minimal(model={"name": "deepseek-ai/DeepSeek-V3.2", "profile": "deepseek-v3.2"}))
+                           .spec).quantization == "fp8"

@@ -58,7 +58,7 @@ async def test_create_applies_every_child_with_an_owner_reference(cluster: Clust
     assert capacity["maxContextTokens"] == 1048576 and capacity["maxContextSource"] == "spec"
     assert capacity["kvBytesPerToken"] == 54_728 and capacity["kvPerGpu"] == "15.0Gi"
     assert capacity["decode"]["maxConcurrentAtMaxContext"] == 8 == capacity["maxConcurrentAtMaxContext"]
-    assert capacity["prefill"]["maxContextTokens"] > 1048576
+    assert capacity["prefill"]["maxRequestTokens"] > 1048576
     planned = _condition(cr, "Planned")
     assert planned["status"] == "True" and planned["reason"] == "Planned"
     assert "max context 1,048,576 tokens" in planned["message"]

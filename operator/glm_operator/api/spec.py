@@ -231,8 +231,9 @@ class ModelSpec(_Model):
     )
     quantization: Quantization | None = Field(
         default=None,
-        description="Weight format of the checkpoint, for the planner's weights-per-GPU. Default: the profile's "
-        "usual checkpoint (fp8 for GLM-5.x and DeepSeek-V3.2, nvfp4 for Kimi K2.6, bf16 for custom).",
+        description="Weight format of the checkpoint, for the planner's weights-per-GPU. Default: the format "
+        "model.name names (-FP8, -NVFP4, -INT4, -BF16), else the family's checkpoint without a marker (GLM-5.x "
+        "bf16, DeepSeek-V3.2 fp8, Kimi K2.x int4, custom bf16).",
     )
     architecture: ArchitectureSpec | None = Field(
         default=None, description="Required with profile custom (and only then): the model's config.json shape."

@@ -41,8 +41,13 @@ class RoleCapacity(_Status):
     """The capacity plan of one engine role (``glmctl plan`` shows the same numbers)."""
 
     weights_bytes_per_gpu: int = Field(ge=0, description="Weight bytes each GPU holds.")
-    kv_bytes_per_gpu: int = Field(description="KV-cache budget per GPU in bytes (negative: the weights do not fit).")
-    max_context_tokens: int = Field(ge=0, description="Longest single request one DP rank holds (tokens).")
+    kv_budget_bytes_per_gpu: int = Field(
+        description="KV-cache budget per GPU in bytes (negative: the weights do not fit)."
+    )
+    max_request_tokens: int = Field(
+        ge=0, description="Longest single request one DP rank of this role holds (tokens); the rendered "
+        "--max-model-len is capacity.maxContextTokens."
+    )
     max_concurrent_at_max_context: int = Field(
         ge=0, description="Requests of the rendered --max-model-len the whole role holds at once."
     )

@@ -160,8 +160,8 @@ def capacity_status(plan: Plan) -> dict[str, Any]:
     for name, rp in plan.roles.items():
         out[name] = {
             "weightsBytesPerGpu": int(rp.weights_bytes_per_gpu),
-            "kvBytesPerGpu": int(rp.kv_budget_bytes_per_gpu),
-            "maxContextTokens": rp.max_context_tokens,
+            "kvBudgetBytesPerGpu": int(rp.kv_budget_bytes_per_gpu),
+            "maxRequestTokens": rp.max_context_tokens,
             "maxConcurrentAtMaxContext": rp.concurrency(tokens),
             "hostPoolBytesPerRank": rp.host_pool_bytes_per_rank,
             "hostMemoryBytes": rp.host_memory_bytes,

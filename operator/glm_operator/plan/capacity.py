@@ -73,7 +73,9 @@ class RolePlan:
         gpu_memory_utilization: the fraction of GPU memory vLLM may use (``--gpu-memory-utilization``
             in ``extraArgs``, else 0.9).
         usable_bytes_per_gpu: ``gpu_memory_utilization × HBM``.
-        kv_budget_bytes_per_gpu: what is left for KV (negative: the weights do not fit).
+        kv_budget_bytes_per_gpu: what is left for KV (negative: the weights do not fit), or exactly
+            ``--kv-cache-memory-bytes`` when the role's ``extraArgs`` set it.
+        kv_cache_memory_bytes: ``--kv-cache-memory-bytes`` from ``extraArgs`` (None when not set).
         kv_bytes_per_token_per_gpu: KV bytes one GPU stores per token of a request (total / DCP).
         hisparse: HiSparse is on (MLA rows may live in the host pool).
         host_pool_bytes_per_rank: HiSparse host pool per DP rank (0 without HiSparse).
@@ -81,7 +83,8 @@ class RolePlan:
         gpu_tokens_per_rank: tokens whose KV fits one DP rank's GPUs (HiSparse: GPU + host tiers).
         max_context_tokens: the longest single request one DP rank holds (not capped by the model).
         offload_prefix_tokens_per_rank: prefix tokens the CPU offload of one DP rank keeps for reuse
-            (HiSparse's offload keeps only the indexer KV, so it holds more tokens).
+            (each GPU offloads what it stores; with HiSparse the offload keeps only the indexer KV and
+            the MLA rows of a prefix must fit the host pool).
         host_memory_bytes: memory request of one engine pod.
         flop_per_byte: sparse-MLA decode arithmetic intensity at this role's heads per GPU (None
             without sparse attention).
@@ -102,6 +105,7 @@ class RolePlan:
     gpu_memory_utilization: float
     usable_bytes_per_gpu: float
     kv_budget_bytes_per_gpu: float
+    kv_cache_memory_bytes: int | None
     kv_bytes_per_token_per_gpu: float
     hisparse: bool
     host_pool_bytes_per_rank: int
@@ -116,9 +120,18 @@ class RolePlan:
     dcp_allgather_bytes_per_layer: dict[int, float] = field(default_factory=dict)
 
     @property
+    def free_bytes_per_gpu(self) -> float:
+        """GPU memory left after weights and the activation reserve: within ``--gpu-memory-utilization``,
+        or of the whole GPU when ``--kv-cache-memory-bytes`` is set (vLLM then ignores the utilization)."""
+        memory = self.usable_bytes_per_gpu
+        if self.kv_cache_memory_bytes is not None:
+            memory /= self.gpu_memory_utilization
+        return memory - self.weights_bytes_per_gpu - ACTIVATION_RESERVE_BYTES
+
+    @property
     def weights_fit(self) -> bool:
         """Whether any memory is left for KV after weights and the reserve."""
-        return self.kv_budget_bytes_per_gpu > 0
+        return self.free_bytes_per_gpu > 0
 
     def request_bytes_per_gpu(self, tokens: int) -> float:
         """GPU bytes one request of ``tokens`` tokens needs on each GPU of its DP rank (HiSparse:
@@ -126,7 +139,7 @@ class RolePlan:
         dcp = self.decode_context
         if not self.hisparse:
             return tokens * self.kv.total / dcp
-        spill = max(0.0, tokens * self.kv.mla / dcp - self.host_pool_bytes_per_rank)
+        spill = max(0.0, tokens * self.kv.mla - self.host_pool_bytes_per_rank) / dcp
         return tokens * self.kv.indexer / dcp + self.hot_buffer_bytes + spill
 
     def concurrency_per_rank(self, tokens: int) -> int:
@@ -139,7 +152,7 @@ class RolePlan:
 
         def need(n: int) -> float:
             dcp = self.decode_context
-            spill = max(0.0, n * tokens * self.kv.mla / dcp - self.host_pool_bytes_per_rank)
+            spill = max(0.0, n * tokens * self.kv.mla - self.host_pool_bytes_per_rank) / dcp
             return n * (tokens * self.kv.indexer / dcp + self.hot_buffer_bytes) + spill
 
         low, high = 0, 1
@@ -198,11 +211,29 @@ def _tiered_tokens(gpu: float, host: float, indexer: float, mla: float, fixed: f
     with ``gpu`` bytes, and ``mla`` bytes/token fill the GPU first, then ``host`` bytes of host pool."""
     if gpu <= fixed:
         return 0
-    # largest n with indexer·n + fixed + max(0, mla·n − host) <= gpu: the spill regime's bound when
-    # the host pool fills first, else the indexer's bound (the min of the two is the right one)
+    # Largest n with need(n) = indexer·n + fixed + max(0, mla·n − host) <= gpu. need is piecewise
+    # linear and increasing. If the GPU's indexer bound (gpu − fixed)/indexer lies beyond the point
+    # host/mla where the pool is full, the answer is in the spill regime: (gpu + host − fixed)/(indexer
+    # + mla), which is then the smaller of the two. Otherwise the pool never fills and the indexer bound
+    # is the answer, and it is the smaller one (the mediant (g+h)/(i+m) lies between g/i and h/m).
     with_host = (gpu + host - fixed) / (indexer + mla)
     indexer_bound = (gpu - fixed) / indexer if indexer else float("inf")
     return int(min(with_host, indexer_bound))
+
+
+def query_replicated(role: RoleSpec) -> bool:
+    """DCP query replication: on by default for DCP > 1 with PCP = 1 (vLLM #50382), unless the role's
+    ``extraArgs`` say ``--no-dcp-q-replicate``; ``--dcp-q-replicate`` turns it on explicitly."""
+    p = role.parallelism
+    default = p.decode_context > 1 and p.prefill_context == 1
+    for arg in role.extra_args:
+        flag = arg.split("=", 1)[0].strip().replace("_", "-").lower()
+        if flag == "--no-dcp-q-replicate":
+            default = False
+        elif flag == "--dcp-q-replicate":
+            value = arg.split("=", 1)[1].strip().lower() if "=" in arg else "true"
+            default = value not in {"false", "0", "no", "off"}
+    return default and p.decode_context > 1
 
 
 def memory_utilization(role: RoleSpec) -> float:
@@ -235,8 +266,8 @@ def _role_plan(spec: GLMDeploymentSpec, name: str, role: RoleSpec, *, model: Mod
     usable = utilization * gpu.hbm_bytes
     budget = usable - weights_per_gpu - ACTIVATION_RESERVE_BYTES
     fixed_kv = kv_cache_memory_bytes(role)
-    if fixed_kv is not None:  # vLLM uses it as is; it must still fit beside the weights
-        budget = min(float(fixed_kv), gpu.hbm_bytes - weights_per_gpu - ACTIVATION_RESERVE_BYTES)
+    if fixed_kv is not None:  # vLLM allocates exactly this; the rules refuse it when it does not fit
+        budget = float(fixed_kv)
     hisparse = role.hi_sparse is not None and role.hi_sparse.enabled
     host_pool = host_pool_bytes_per_rank(role)
     mla_layers = model.layers + (model.mtp_layers if spec.speculative.method == "mtp" else 0)
@@ -246,12 +277,17 @@ def _role_plan(spec: GLMDeploymentSpec, name: str, role: RoleSpec, *, model: Mod
     if budget <= 0:
         gpu_tokens = max_context = 0
     elif hisparse:
-        gpu_tokens = _tiered_tokens(budget, host_pool, kv.indexer / dcp, kv.mla / dcp, 0)
-        max_context = _tiered_tokens(budget, host_pool, kv.indexer / dcp, kv.mla / dcp, hot)
+        gpu_tokens = _tiered_tokens(budget, host_pool / dcp, kv.indexer / dcp, kv.mla / dcp, 0)
+        max_context = _tiered_tokens(budget, host_pool / dcp, kv.indexer / dcp, kv.mla / dcp, hot)
     else:
         gpu_tokens = max_context = int(budget // per_token_gpu)
     offload = offload_bytes_per_rank(role)
-    offload_tokens = int(offload // (kv.indexer if hisparse and kv.indexer else kv.total))
+    # every GPU of a DP rank offloads what it stores: 1/DCP of each token, replicated TP·PCP/DCP times
+    replication = p.tensor * p.prefill_context / dcp
+    if hisparse and kv.indexer:  # the offload keeps indexer KV; the MLA rows of a prefix live in the host pool
+        offload_tokens = int(min(offload / (kv.indexer * replication), host_pool / kv.mla))
+    else:
+        offload_tokens = int(offload / (kv.total * replication))
     heads_per_gpu = model.attention_heads // p.tensor
     sparse = model.sparse_mla and heads_per_gpu >= 1
     allgather = {}
@@ -264,7 +300,8 @@ def _role_plan(spec: GLMDeploymentSpec, name: str, role: RoleSpec, *, model: Mod
         role=name, replicas=role.replicas, tensor=p.tensor, prefill_context=p.prefill_context, decode_context=dcp,
         data=p.data, expert_parallel=p.expert, weights_bytes_per_gpu=weights_per_gpu,
         gpu_memory_utilization=utilization, usable_bytes_per_gpu=usable,
-        kv_budget_bytes_per_gpu=budget, kv_bytes_per_token_per_gpu=per_token_gpu, hisparse=hisparse,
+        kv_budget_bytes_per_gpu=budget, kv_cache_memory_bytes=fixed_kv, kv_bytes_per_token_per_gpu=per_token_gpu,
+        hisparse=hisparse,
         host_pool_bytes_per_rank=host_pool, hot_buffer_bytes=hot, gpu_tokens_per_rank=gpu_tokens,
         max_context_tokens=max_context, offload_prefix_tokens_per_rank=offload_tokens,
         host_memory_bytes=host_memory_bytes(spec, role),
@@ -304,7 +341,8 @@ def plan_deployment(spec: GLMDeploymentSpec) -> Plan:
     roles = {}
     for name, role in spec.roles().items():
         p = role.parallelism
-        per_gpu = weight_bytes_per_gpu(weights, tensor=p.tensor, prefill_context=p.prefill_context, data=p.data)
+        per_gpu = weight_bytes_per_gpu(weights, tensor=p.tensor, prefill_context=p.prefill_context, data=p.data,
+                                       query_replicated=query_replicated(role))
         roles[name] = _role_plan(spec, name, role, model=model, gpu=gpu, kv=kv, weights_per_gpu=per_gpu)
     fits = min(r.max_context_tokens for r in roles.values())
     source: MaxLenSource

@@ -57,6 +57,8 @@ def human_readable_int(value: str) -> int:
     if not match:
         raise ValueError(f"{value!r} is not a size such as 10737418240, 10G (GiB) or 10g (GB)")
     number, suffix = match.groups()
+    if "." in number and not suffix:
+        raise ValueError(f"{value!r}: a size without a suffix must be a whole number of bytes (vLLM uses int())")
     scale = _DECIMAL.get(suffix) or _BINARY.get(suffix) or 1
     if suffix in _BINARY and "." in number:
         raise ValueError(f"{value!r}: binary suffixes take whole numbers (vLLM)")

@@ -22,11 +22,11 @@
 
 from __future__ import annotations
 
-from glm_operator.plan.profiles import GpuProfile, ModelProfile
+from glm_operator.plan.kv import BF16_BYTES
+from glm_operator.plan.profiles import ModelProfile
 
 #: Index bytes the sparse-MLA kernel reads per selected row (int32 top-k index).
 INDEX_BYTES = 4
-BF16_BYTES = 2
 
 
 def sparse_mla_flops_per_row_per_head(model: ModelProfile) -> int:
@@ -57,11 +57,6 @@ def sparse_mla_flop_per_byte(model: ModelProfile, heads_per_gpu: int, row_bytes:
     flops = heads_per_gpu * model.index_topk * sparse_mla_flops_per_row_per_head(model)
     bytes_read = model.index_topk * (row_bytes + INDEX_BYTES) + heads_per_gpu * sparse_mla_query_bytes_per_head(model)
     return flops / bytes_read
-
-
-def ridge_flop_per_byte(gpu: GpuProfile) -> float | None:
-    """The GPU's roofline ridge point in FLOP/B (H200 ≈ 206), ``None`` when unknown."""
-    return gpu.ridge_flop_per_byte
 
 
 def indexer_flops_prefill(model: ModelProfile, prompt_tokens: int) -> float:

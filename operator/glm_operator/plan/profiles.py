@@ -15,8 +15,9 @@ Sources:
   DeepSeek-V3.2 163,840; Kimi K2.6 262,144 (model card).
 - ``sparse_mla``: DeepSeek sparse attention (lightning indexer + top-k sparse MLA). vLLM's
   FLASHMLA_SPARSE backend supports block size 64 only (``reference/vllm.md`` §0, §1.4).
-- default checkpoint quantization: the checkpoints the seed deployments run (GLM-5.3-FP8 and
-  DeepSeek-V3.2 FP8 block-scaled; Kimi K2.6 NVFP4 in seed system B).
+- default weight format = what the family's repository without a format marker holds: GLM-5.x BF16
+  (zai-org/GLM-5.3; the FP8 checkpoint is ``-FP8``), DeepSeek-V3.2 FP8 (native), Kimi K2.x INT4
+  (native QAT). Seed system A runs GLM-5.3-FP8, seed system B Kimi-K2.6-NVFP4.
 - GPUs: NVIDIA datasheets (H200 SXM: 141 GB HBM3e, 4.8 TB/s, 989 TFLOP/s dense BF16; B200: 180 GB
   HBM3e, 8 TB/s, 2,250 TFLOP/s dense BF16). ``hbm_bytes`` is what the driver reports as total
   memory (``nvidia-smi``: 143,771 MiB on H200, 183,359 MiB on B200), the figure vLLM's
@@ -58,8 +59,9 @@ class ModelProfile:
         index_topk: rows the sparse MLA reads per query (``index_topk``).
         mtp_layers: multi-token-prediction layers (``num_nextn_predict_layers``); 0 means
             ``speculative.method: mtp`` is impossible.
-        default_quantization: weight format of the usual checkpoint (``spec.model.quantization``
-            overrides it).
+        default_quantization: weight format of the family's repository id without a format marker
+            (``zai-org/GLM-5.3`` is BF16, ``deepseek-ai/DeepSeek-V3.2`` FP8, Kimi K2.x INT4);
+            ``spec.model.quantization`` or a marker in the name (``-FP8``) override it.
         name_pattern: case-insensitive regex that Hugging Face repository ids of this model family
             match (used to catch a CR whose ``model.name`` and ``model.profile`` disagree).
         sparse_mla_block_size: the only KV block size the sparse-MLA kernels accept (tokens).
@@ -86,7 +88,7 @@ class ModelProfile:
     indexer_head_dim: int
     index_topk: int
     mtp_layers: int
-    default_quantization: str = "fp8"
+    default_quantization: str = "bf16"
     name_pattern: str = ""
     sparse_mla_block_size: int = 64
 
@@ -123,14 +125,14 @@ MODELS: Final[dict[str, ModelProfile]] = {
             q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
             routed_experts=256, shared_experts=1, moe_intermediate_size=2048, intermediate_size=18432,
             vocab_size=129_280, indexer_layers=61, indexer_heads=64, indexer_head_dim=128, index_topk=2048,
-            mtp_layers=1, name_pattern=r"deepseek-v3\.2",
+            mtp_layers=1, default_quantization="fp8", name_pattern=r"deepseek-v3\.2",
         ),
         ModelProfile(
             "kimi-k2.6", 262_144, layers=61, dense_layers=1, hidden_size=7168, attention_heads=64,
             q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
             routed_experts=384, shared_experts=1, moe_intermediate_size=2048, intermediate_size=18432,
             vocab_size=163_840, indexer_layers=0, indexer_heads=0, indexer_head_dim=0, index_topk=0,
-            mtp_layers=0, default_quantization="nvfp4", name_pattern=r"kimi-k2\.6",
+            mtp_layers=0, default_quantization="int4", name_pattern=r"kimi-k2\.6",
         ),
     )
 }

@@ -26,6 +26,7 @@ from glm_operator.plan.layout import needs_eager_pcp
 from glm_operator.plan.memory import host_memory_bytes, host_pool_bytes_per_rank, offload_bytes_per_rank
 from glm_operator.plan.ports import collisions, role_ports
 from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS, MODELS, model_profile
+from glm_operator.plan.report import gib as _gib
 
 Rule = Callable[[GLMDeploymentSpec], list[Finding]]
 
@@ -259,6 +260,13 @@ def hisparse_placement(spec: GLMDeploymentSpec) -> list[Finding]:
                 "spec.decode.hiSparse", "enabled", f"HiSparse needs a sparse-MLA model; {spec.model.profile} is not",
                 "set hiSparse.enabled: false",
             ))
+        if spec.kv_cache.dtype not in ("fp8", "fp8_ds_mla"):
+            out.append(Finding(
+                "spec.kvCache.dtype", spec.kv_cache.dtype,
+                "HiSparse stores the 656-byte fp8_ds_mla row (FP8_DS_MLA_ROW_BYTES in vLLM's hisparse code); it has "
+                "no BF16 layout",
+                "set kvCache.dtype: fp8, or decode.hiSparse.enabled: false",
+            ))
     return out
 
 
@@ -343,11 +351,12 @@ def model_limits(spec: GLMDeploymentSpec) -> list[Finding]:
             f"set model.profile (one of {', '.join(MODELS)}) or profile: custom with model.architecture",
             Severity.WARNING,
         ))
-    if spec.model.quantization is None and quantization_from_name(spec.model.name) is None:
+    known_family = bool(profile.name_pattern) and re.search(profile.name_pattern, spec.model.name, re.IGNORECASE)
+    if spec.model.quantization is None and quantization_from_name(spec.model.name) is None and not known_family:
         out.append(Finding(
             "spec.model.quantization", None,
-            f"model.name {spec.model.name!r} names no weight format; planning for {profile.default_quantization} "
-            "weights",
+            f"model.name {spec.model.name!r} names no weight format and no known model family; planning for "
+            f"{profile.default_quantization} weights",
             "set model.quantization (fp8, nvfp4, int4 or bf16) to the checkpoint's format", Severity.WARNING,
         ))
     if spec.model.max_model_len is not None and spec.model.max_model_len > profile.max_context_tokens:
@@ -471,8 +480,6 @@ def port_plan(spec: GLMDeploymentSpec) -> list[Finding]:
 CAPACITY = "CapacityExceeded"
 
 
-def _gib(n_bytes: float) -> str:
-    return f"{n_bytes / GIB:,.1f} GiB"
 
 
 def _layout_value(rp: RolePlan) -> str:
@@ -480,28 +487,34 @@ def _layout_value(rp: RolePlan) -> str:
             f"data {rp.data}")
 
 
-def _context_fix(spec: GLMDeploymentSpec, plan: Plan, rp: RolePlan) -> str:
-    """How to make a role hold a longer context, by what limits it. The target is ``maxModelLen``, or
-    the model's limit when it is not set."""
+def _context_fixes(spec: GLMDeploymentSpec, plan: Plan, rp: RolePlan) -> tuple[str | None, str]:
+    """How to make a role hold a longer context: ``(layout or pool change, or None; the maxModelLen
+    change)``. The target is ``maxModelLen``, or the model's limit when it is not set. Every suggested
+    layout passes the layout and P/D rules."""
     wanted = spec.model.max_model_len or plan.model_max_context
     limit = max(0, rp.max_context_tokens // spec.kv_cache.block_size * spec.kv_cache.block_size)
     verb = "lower maxModelLen" if spec.model.max_model_len else "set maxModelLen"
     lower = f"{verb} to at most {limit:,}" if limit >= 1024 else verb
+    world = rp.tensor * rp.prefill_context
     if rp.hisparse:
-        needed = wanted * plan.kv.mla / rp.decode_context
+        needed = wanted * plan.kv.mla
         return (f"raise {rp.role}.hiSparse.hostPoolPerRank (a {wanted:,}-token request has {_gib(needed)} of MLA "
-                f"rows), or {lower}")
-    if rp.role == "decode" and plan.model.sparse_mla:
-        return f"enable decode.hiSparse (MLA rows in a host pool per DP rank), or {lower}"
-    if rp.prefill_context > 1 and rp.decode_context == 1:
-        return f"set {rp.role}.parallelism.decodeContext: {rp.prefill_context} (DCP shards the KV by token), or {lower}"
-    if rp.data > 1 and rp.role != "decode":
+                "rows)", lower)
+    if rp.data > 1 and rp.role != "decode" and plan.model.sparse_mla:
         n = rp.data * rp.tensor
-        return (f"give one request all {n} GPUs: {rp.role}.parallelism prefillContext {n} and decodeContext {n} "
-                f"instead of data {rp.data}, or {lower}")
-    if rp.decode_context < rp.tensor * rp.prefill_context:
-        return f"set {rp.role}.parallelism.decodeContext: {rp.tensor * rp.prefill_context}, or {lower}"
-    return lower
+        return (f"give one request all {n} GPUs: {rp.role}.parallelism tensor 1, prefillContext {n}, "
+                f"decodeContext {n}, data 1", lower)
+    if rp.decode_context < world:
+        return (f"set {rp.role}.parallelism.decodeContext: {world} (DCP shards the KV by token)", lower)
+    if rp.role == "decode" and plan.model.sparse_mla and rp.tensor == 1 and rp.prefill_context == 1:
+        return ("enable decode.hiSparse (MLA rows in a host pool per DP rank)", lower)
+    return (None, lower)
+
+
+def _context_fix(spec: GLMDeploymentSpec, plan: Plan, rp: RolePlan) -> str:
+    """Both fixes of :func:`_context_fixes` joined with "or"."""
+    change, lower = _context_fixes(spec, plan, rp)
+    return f"{change}, or {lower}" if change else lower
 
 
 def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
@@ -510,9 +523,23 @@ def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
     HiSparse host pool). Without ``maxModelLen`` the planner derives the longest context that fits
     (a warning says so when it is below the model's limit)."""
     plan = plan_deployment(spec)
-    out = []
+    out: list[Finding] = []
+    if any(rp.kv_cache_memory_bytes is not None and rp.kv_cache_memory_bytes <= 0 for rp in plan.roles.values()):
+        return out  # memory_flags refuses the flag; no plan to check
     for name, rp in plan.roles.items():
-        if not rp.weights_fit:
+        if rp.kv_cache_memory_bytes is not None and rp.free_bytes_per_gpu > 0 \
+                and rp.kv_cache_memory_bytes > rp.free_bytes_per_gpu:
+            found = extra_arg_value(spec.roles()[name].extra_args, "--kv-cache-memory-bytes")
+            index = found[0] if found else 0
+            out.append(Finding(
+                f"spec.{name}.extraArgs[{index}]", spec.roles()[name].extra_args[index],
+                f"{name}: --kv-cache-memory-bytes asks for {_gib(rp.kv_cache_memory_bytes)} of KV per GPU; after "
+                f"{_gib(rp.weights_bytes_per_gpu)} of weights and a {_gib(ACTIVATION_RESERVE_BYTES)} activation "
+                f"reserve a {plan.gpu.name} GPU has {_gib(rp.free_bytes_per_gpu)}",
+                f"use at most {int(rp.free_bytes_per_gpu // GIB)}G, or drop the flag and let vLLM size the cache",
+                reason=CAPACITY,
+            ))
+        elif not rp.weights_fit:
             out.append(Finding(
                 f"spec.{name}.parallelism", _layout_value(rp),
                 f"{name}: the {plan.quantization} weights of {plan.model.name} need {_gib(rp.weights_bytes_per_gpu)} "
@@ -561,12 +588,13 @@ def kv_capacity(spec: GLMDeploymentSpec) -> list[Finding]:
                 _context_fix(spec, plan, limiting), reason=CAPACITY,
             ))
         else:
+            change, _ = _context_fixes(spec, plan, limiting)
             out.append(Finding(
                 "spec.model.maxModelLen", None,
                 f"not set: rendering {plan.max_model_len:,} tokens, the longest context the {limiting.role} KV "
                 f"budget holds; {plan.model.name} allows {plan.model_max_context:,}",
-                f"set maxModelLen: {plan.max_model_len} to make this explicit; for the model's full context "
-                + _context_fix(spec, plan, limiting).rsplit(", or ", 1)[0],
+                f"set maxModelLen: {plan.max_model_len} to make this explicit"
+                + (f"; for the model's full context {change}" if change else ""),
                 Severity.WARNING, reason=CAPACITY,
             ))
     return out
@@ -590,10 +618,12 @@ def memory_flags(spec: GLMDeploymentSpec) -> list[Finding]:
         found = extra_arg_value(role.extra_args, "--kv-cache-memory-bytes")
         if found:
             try:
-                human_readable_int(found[1])
+                problem = "" if human_readable_int(found[1]) > 0 else "a KV cache of 0 bytes holds nothing"
             except ValueError as exc:
+                problem = str(exc)
+            if problem:
                 out.append(Finding(f"spec.{name}.extraArgs[{found[0]}]", role.extra_args[found[0]],
-                                   f"--kv-cache-memory-bytes: {exc}", "write e.g. --kv-cache-memory-bytes=12G"))
+                                   f"--kv-cache-memory-bytes: {problem}", "write e.g. --kv-cache-memory-bytes=12G"))
     return out
 
 

@@ -21,8 +21,10 @@ Bytes per parameter by checkpoint format (``spec.model.quantization``):
 
 Sharding (vLLM 0.32.0, ``FusedMoEParallelConfig.make``): the routed experts are split over all
 TP × PCP × DP GPUs of the engine either way — with ``--enable-expert-parallel`` whole experts per GPU
-(EP), without it every expert tensor-sliced ("flatten TP across DP and PCP"). Everything else is
-split by TP and *replicated* over PCP and DP ranks (every PCP/DP rank runs the full attention).
+(EP), without it every expert tensor-sliced ("flatten TP across DP and PCP"). The MLA
+down-projections (``fused_qkv_a_proj``), the indexer and the routers are replicated on every GPU;
+the query up-projection is split by TP unless DCP query replication copies it to every GPU of the
+DCP group; the rest is split by TP. Every PCP/DP rank runs the full attention.
 """
 
 from __future__ import annotations
@@ -49,22 +51,34 @@ class ParameterCounts:
     """Parameters of one model by where they live (counts, not bytes).
 
     Attributes:
-        attention: MLA projections of every decoder and MTP layer.
-        indexer: indexer projections (``wq_b``, ``wk``) of every indexer layer.
-        indexer_gates: indexer ``weights_proj`` (kept in BF16).
-        dense_mlp: MLPs of the dense layers, shared experts of the MoE layers and the MTP ``eh_proj``.
-        routers: MoE router matrices (BF16).
-        embeddings: embedding + LM head (BF16).
-        routed_experts: routed experts of every MoE and MTP layer — the only weights EP shards.
+        attention_a: MLA down-projections (``q_a_proj`` + ``kv_a_proj_with_mqa``, vLLM's
+            ``fused_qkv_a_proj``) of every decoder and MTP layer — replicated on every GPU.
+        attention_q: query up-projections (``q_b_proj``, or ``q_proj`` without query LoRA) — split by
+            TP, or replicated in the DCP group under DCP query replication.
+        attention_kv_o: ``kv_b_proj`` + ``o_proj`` — split by TP.
+        indexer: indexer projections (``wq_b``, ``wk``) of every indexer layer — replicated.
+        indexer_gates: indexer ``weights_proj`` (BF16) — replicated.
+        dense_mlp: MLPs of the dense layers, shared experts of the MoE layers and the MTP ``eh_proj`` —
+            split by TP.
+        routers: MoE router matrices (BF16) — replicated.
+        embeddings: embedding + LM head (BF16) — split by TP (vocab-parallel).
+        routed_experts: routed experts of every MoE and MTP layer — split over TP × PCP × DP.
     """
 
-    attention: int
+    attention_a: int
+    attention_q: int
+    attention_kv_o: int
     indexer: int
     indexer_gates: int
     dense_mlp: int
     routers: int
     embeddings: int
     routed_experts: int
+
+    @property
+    def attention(self) -> int:
+        """All MLA projections."""
+        return self.attention_a + self.attention_q + self.attention_kv_o
 
     @property
     def total(self) -> int:
@@ -77,10 +91,10 @@ def parameter_counts(model: ModelProfile, *, mtp: bool = True) -> ParameterCount
     """Count the parameters of ``model`` (MTP layers included when ``mtp``)."""
     h, heads = model.hidden_size, model.attention_heads
     qk_dim = model.qk_nope_head_dim + model.qk_rope_head_dim
-    q = h * model.q_lora_rank + model.q_lora_rank * heads * qk_dim if model.q_lora_rank else h * heads * qk_dim
-    kv = h * (model.kv_lora_rank + model.qk_rope_head_dim)
-    kv += model.kv_lora_rank * heads * (model.qk_nope_head_dim + model.v_head_dim)
-    attention_per_layer = q + kv + heads * model.v_head_dim * h
+    q_a = h * model.q_lora_rank
+    q_b = (model.q_lora_rank or h) * heads * qk_dim
+    kv_a = h * (model.kv_lora_rank + model.qk_rope_head_dim)
+    kv_b_o = model.kv_lora_rank * heads * (model.qk_nope_head_dim + model.v_head_dim) + heads * model.v_head_dim * h
     q_in = model.q_lora_rank or h
     indexer_per_layer = q_in * model.indexer_heads * model.indexer_head_dim + h * model.indexer_head_dim
     expert = 3 * h * model.moe_intermediate_size
@@ -90,7 +104,9 @@ def parameter_counts(model: ModelProfile, *, mtp: bool = True) -> ParameterCount
     attn_layers = model.layers + mtp_layers
     idx_layers = model.indexer_layers + (mtp_layers if model.sparse_mla else 0)
     return ParameterCounts(
-        attention=attn_layers * attention_per_layer,
+        attention_a=attn_layers * (q_a + kv_a),
+        attention_q=attn_layers * q_b,
+        attention_kv_o=attn_layers * kv_b_o,
         indexer=idx_layers * indexer_per_layer,
         indexer_gates=idx_layers * h * model.indexer_heads,
         dense_mlp=model.dense_layers * 3 * h * model.intermediate_size
@@ -106,17 +122,22 @@ class WeightBytes:
     """Weight bytes of a model split by how an engine shards them.
 
     Attributes:
-        dense: bytes of everything except routed experts (split by TP only).
-        routed_experts: bytes of the routed experts (split by the EP group, or by TP without EP).
+        replicated: on every GPU whatever the layout (MLA down-projections, indexer, routers).
+        tp_split: split by TP (``kv_b_proj``, ``o_proj``, dense MLPs, shared experts, embeddings).
+        query: the query up-projection: split by TP, or whole on every GPU of a DCP group under DCP
+            query replication.
+        routed_experts: split over all TP × PCP × DP GPUs of the engine.
     """
 
-    dense: float
+    replicated: float
+    tp_split: float
+    query: float
     routed_experts: float
 
     @property
     def total(self) -> float:
         """All weight bytes of the checkpoint as loaded."""
-        return self.dense + self.routed_experts
+        return self.replicated + self.tp_split + self.query + self.routed_experts
 
 
 def weight_bytes(model: ModelProfile, quantization: str, *, mtp: bool = True) -> WeightBytes:
@@ -129,17 +150,25 @@ def weight_bytes(model: ModelProfile, quantization: str, *, mtp: bool = True) ->
         raise ValueError(f"quantization {quantization!r} is not one of {sorted(LINEAR_BYTES)}")
     attn_b, mlp_b = LINEAR_BYTES[quantization]
     p = parameter_counts(model, mtp=mtp)
-    dense = (p.attention + p.indexer) * attn_b + p.dense_mlp * mlp_b + (p.indexer_gates + p.routers
-                                                                          + p.embeddings) * BF16
-    return WeightBytes(dense=dense, routed_experts=p.routed_experts * mlp_b)
+    return WeightBytes(
+        replicated=(p.attention_a + p.indexer) * attn_b + (p.indexer_gates + p.routers) * BF16,
+        tp_split=p.attention_kv_o * attn_b + p.dense_mlp * mlp_b + p.embeddings * BF16,
+        query=p.attention_q * attn_b,
+        routed_experts=p.routed_experts * mlp_b,
+    )
 
 
-def weight_bytes_per_gpu(weights: WeightBytes, *, tensor: int, prefill_context: int, data: int) -> float:
+def weight_bytes_per_gpu(weights: WeightBytes, *, tensor: int, prefill_context: int, data: int,
+                         query_replicated: bool = False) -> float:
     """Weight bytes one GPU of an engine holds (GLM-5.3-FP8 on 8 GPUs with TP1: ≈ 105 GiB).
 
     Args:
         weights: :func:`weight_bytes` of the model.
         tensor / prefill_context / data: the engine's TP, PCP and DP sizes (EP or not, the routed
             experts are split over all of them).
+        query_replicated: DCP query replication (``--dcp-q-replicate``; vLLM turns it on for
+            DCP > 1 with PCP = 1, ``reference/vllm.md`` §1): the query projection is whole on every GPU.
     """
-    return weights.dense / tensor + weights.routed_experts / (tensor * prefill_context * data)
+    query = weights.query if query_replicated else weights.query / tensor
+    return (weights.replicated + weights.tp_split / tensor + query
+            + weights.routed_experts / (tensor * prefill_context * data))
