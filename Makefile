@@ -5,24 +5,24 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml tools/localcluster/pyproject.toml | sha256sum | cut -c1-12)
 KSTAMP := $(VENV)/.kernels-installed-$(shell cat pyproject.toml kernels/pyproject.toml | sha256sum | cut -c1-12)
 VLLM_PIN := 0.32.0
 VLLM_WHEEL_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/glm-kernels/vllm-wheel
 EXAMPLE ?= examples/glm-5.3-pd.yaml
 CHART := charts/glm-operator
-# A real helm v3 from a PyPI wheel (tests/helm_tool.py); the chart tests use it.
+# A real helm v3 from a PyPI wheel (glm_localcluster.helm); the chart tests and the local cluster use it.
 HELM := $(VENV)/tools/helm
 
-.PHONY: help venv run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render plan chart images bench clean
+.PHONY: help venv cluster-binaries run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render plan chart images bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tools/localcluster/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,lint]'
+	$(BIN)/python -m pip install -q -e '.[test,lint]' -e tools/localcluster
 	@rm -f $(VENV)/.installed-* && touch $@
 
 # torch==2.13.0 is the CPU wheel on local disk (see kernels/README.md); ./kernels is installed editable on its own
@@ -32,11 +32,14 @@ $(KSTAMP): $(STAMP) kernels/pyproject.toml
 	@rm -f $(VENV)/.kernels-installed-* && touch $@
 
 $(HELM): | $(STAMP)
-	$(BIN)/python -m tests.helm_tool $(VENV)/tools
+	$(BIN)/python -m glm_localcluster.helm $(VENV)/tools
 
 venv: $(STAMP) $(HELM) ## Create/refresh the virtualenv (.venv) with runtime, test and lint dependencies
 
-run: $(STAMP) ## Main job: the operator on the cluster of KUBECONFIG, else on a local API emulator with examples/glm-5.3-pd.yaml (RUN_ONCE=1: exit after one reconcile)
+cluster-binaries: ## Build the local cluster's binaries from pinned Go modules (first time ~6 min; cached in ~/.cache/glm-operator)
+	@bash tools/cluster/build.sh >/dev/null
+
+run: $(STAMP) $(HELM) ## Main job: the operator on the cluster of KUBECONFIG, else on a local Kubernetes cluster (built from Go modules once) with examples/glm-5.3-pd.yaml (RUN_ONCE=1: exit once Ready)
 	@if [ -n "$$KUBECONFIG" ]; then \
 		echo "KUBECONFIG=$$KUBECONFIG: running the operator against that cluster (Ctrl-C to stop)"; \
 		$(BIN)/glmctl run; \

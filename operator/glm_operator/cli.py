@@ -311,14 +311,25 @@ def dev_cmd(
     example: Annotated[Path, typer.Option(help="CR to apply once the operator runs.")] = Path(
         "examples/glm-5.3-pd.yaml"
     ),
-    once: Annotated[bool, typer.Option(help="Exit 0 after the first complete reconcile.")] = False,
-    port: Annotated[int, typer.Option(help="Emulator port (0 = any free port).")] = 0,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the first reconcile.")] = 60.0,
+    once: Annotated[bool, typer.Option(help="Exit 0 once the CR is Ready (non-zero with the reason otherwise).")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the CR to become Ready.")] = 180.0,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Directory for the cluster's PKI, data, kubeconfigs and logs (default: a new temp dir).")
+    ] = None,
 ) -> None:
-    """Start a local Kubernetes API emulator, the operator and apply an example (`make run`)."""
-    from glm_operator.devcluster.session import run_dev_session  # noqa: PLC0415  (needs the emulator extra)
-
-    raise typer.Exit(code=run_dev_session(example=example, once=once, port=port, timeout=timeout))
+    """Start a local Kubernetes cluster (fake H200 nodes), install the chart, run the operator, apply an example."""
+    try:
+        from glm_localcluster.dev import run_dev  # noqa: PLC0415  (development checkout only, not in the wheel)
+    except ImportError:
+        typer.echo("glmctl dev needs the development checkout's local cluster (tools/localcluster): run `make run` "
+                   "from the repository", err=True)
+        raise typer.Exit(code=2) from None
+    try:
+        render_documents(example)  # an invalid example exits 2 with its findings before anything starts
+    except (InputError, DocumentError, SpecInvalidError) as exc:
+        _fail(exc, example)
+        raise typer.Exit(code=2) from None
+    raise typer.Exit(code=run_dev(example=example, once=once, timeout=timeout, state_dir=state_dir))
 
 
 def main() -> None:

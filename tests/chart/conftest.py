@@ -1,4 +1,4 @@
-"""A real helm v3 (tests/helm_tool.py) and helpers that lint and render charts/glm-operator."""
+"""A real helm v3 (glm_localcluster.helm) and helpers that lint and render charts/glm-operator."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.helm_tool import default_dir, ensure_helm
+from glm_localcluster.helm import default_dir, ensure_helm
 
 CHART = ROOT / "charts" / "glm-operator"
 CI_VALUES = CHART / "ci" / "ci-values.yaml"

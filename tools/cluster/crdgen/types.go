@@ -1,0 +1,7 @@
+// Package crdgen only pins the API packages whose CRDs the local cluster installs: controller-gen reads their
+// kubebuilder markers (`controller-gen crd paths=<package>`), so they must be in this module's build list.
+package crdgen
+
+import (
+	_ "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+)

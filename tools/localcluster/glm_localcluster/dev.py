@@ -1,0 +1,98 @@
+"""``glmctl dev`` / ``make run``: the local cluster, the chart, the operator as a process, and an example CR.
+
+1. build what is missing (first time only) and start the control plane with fake H200 nodes;
+2. install the CRDs and ``helm install`` the chart; the operator runs locally with the chart ServiceAccount's token;
+3. create the weights claim the example mounts and ``kubectl apply`` the example;
+4. wait for the GLMDeployment's ``Ready=True`` (pods of both roles Running and Ready on the fake nodes) and print
+   ``kubectl get glmd`` and the pods; ``once`` then exits 0, otherwise the stack serves until Ctrl-C / SIGTERM.
+Every process started here is stopped on exit, whatever the cause.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from glm_localcluster.binaries import BuildError
+from glm_localcluster.controlplane import ControlPlaneError
+from glm_localcluster.operator_process import start_operator
+from glm_localcluster.processes import ProcessExited
+from glm_localcluster.stack import CommandFailed, Stack, bring_up
+from glm_localcluster.weights import claims_of, weights_volume
+
+console = Console(soft_wrap=True, highlight=False)
+
+
+def _ready(stack: Stack, namespace: str, name: str) -> tuple[bool, str]:
+    proc = stack.run("kubectl", ["get", "glmd", name, "-n", namespace, "-o", "yaml"], check=False)
+    if proc.returncode != 0:
+        return False, proc.stderr.strip()
+    status = (yaml.safe_load(proc.stdout) or {}).get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    return ready.get("status") == "True", f"Ready={ready.get('status')} ({ready.get('reason')}: {ready.get('message')})"
+
+
+def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = None) -> int:
+    """Bring the stack up, apply ``example``, wait for Ready; returns the process exit code."""
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    stack: Stack | None = None
+    started = time.monotonic()
+    try:
+        cr: dict[str, Any] = yaml.safe_load(example.read_text())
+        stack = bring_up(state_dir, progress=lambda line: console.print(f"[dim]·[/] {line}"))
+        operator = start_operator(stack)
+        console.print(f"[dim]·[/] operator running as {stack.operator_user} (log: {operator.managed.log})")
+        namespace, name = cr["metadata"].get("namespace", "default"), cr["metadata"]["name"]
+        for ns, claim in claims_of(cr):
+            stack.kubectl_apply(weights_volume(ns, claim))
+        console.print(f"[dim]·[/] kubectl apply -f {example}")
+        console.print(stack.run("kubectl", ["apply", "-f", str(example)]).stdout.strip())
+        deadline, state = time.monotonic() + timeout, ""
+        while True:
+            operator.managed.check()
+            ok, state = _ready(stack, namespace, name)
+            if ok:
+                break
+            if time.monotonic() > deadline:
+                console.print(f"[red]GLMDeployment {namespace}/{name} not Ready after {timeout:.0f} s: {state}[/]")
+                console.print(stack.run("kubectl", ["get", "pods", "-n", namespace, "-o", "wide"], check=False).stdout)
+                console.print(f"operator log: {operator.managed.log}")
+                return 1
+            time.sleep(0.5)
+        console.print(f"[green]GLMDeployment {namespace}/{name} is Ready[/] ({time.monotonic() - started:.0f} s "
+                      "after start)")
+        for args in (["get", "glmd", "-A", "-o", "wide"], ["get", "statefulsets,pods", "-n", namespace, "-o", "wide"]):
+            console.print(f"$ kubectl {' '.join(args)}")
+            console.print(stack.run("kubectl", args).stdout.rstrip())
+        kcfg = stack.plane.admin_kubeconfig
+        console.print(f"\nkubeconfig (admin): {kcfg}\n  export KUBECONFIG={kcfg}; kubectl get glmd,pods")
+        console.print(f"operator metrics: http://127.0.0.1:{operator.metrics_port}/metrics  log: {operator.managed.log}")
+        if once:
+            return 0
+        console.print("The cluster keeps running; Ctrl-C stops every process it started.")
+        while not stop.is_set():
+            stack.plane.supervisor.check()
+            time.sleep(1)
+        return 0
+    except KeyboardInterrupt:
+        return 130 if not stop.is_set() else 0
+    except (BuildError, ControlPlaneError, CommandFailed, ProcessExited, TimeoutError) as exc:
+        console.print(f"[red]glmctl dev: {exc}[/]")
+        return 1
+    finally:
+        if stack is not None:
+            console.print("[dim]·[/] stopping the operator and the control plane")
+            stack.stop()
