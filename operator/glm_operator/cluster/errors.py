@@ -21,7 +21,6 @@ into a :class:`Failure`:
 from __future__ import annotations
 
 import http.client
-import socket
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -64,7 +63,7 @@ def _is_transport_error(exc: BaseException) -> bool:
     module = type(exc).__module__
     return (
         module.startswith(("urllib3.", "aiohttp."))
-        or isinstance(exc, OSError | TimeoutError | http.client.HTTPException | socket.timeout | ConnectionError)
+        or isinstance(exc, OSError | TimeoutError | http.client.HTTPException)
     )
 
 

@@ -41,7 +41,6 @@ def test_forbidden_says_to_fix_rbac() -> None:
         urllib3.exceptions.MaxRetryError(POOL, "/api", urllib3.exceptions.NewConnectionError(POOL, "refused")),
         urllib3.exceptions.ReadTimeoutError(POOL, "/api", "read timed out"),
         urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")),
-        socket.timeout("timed out"),
         TimeoutError("timed out"),
         ConnectionRefusedError(111, "Connection refused"),
         socket.gaierror(-2, "Name or service not known"),
