@@ -6,6 +6,8 @@ Exit codes: 0 success; 1 the input is invalid (findings printed to stderr); 2 us
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -281,6 +283,56 @@ def version_cmd() -> None:
         typer.echo(f"  {component}: {value}")
 
 
+#: Log level of ``glmctl run`` unless ``--verbose`` (env ``GLM_LOG_LEVEL``: DEBUG, INFO, WARNING, ERROR).
+LOG_LEVEL_ENV = "GLM_LOG_LEVEL"
+
+
+def configure_logging(verbose: bool) -> int:
+    """One plain line per log record on stderr (``time LEVEL [namespace/name] message``), at DEBUG with
+    ``--verbose``, else ``$GLM_LOG_LEVEL`` (default INFO). Returns the level.
+
+    Raises:
+        ValueError: ``$GLM_LOG_LEVEL`` is not a level name.
+    """
+    import kopf  # noqa: PLC0415
+
+    raw = os.environ.get(LOG_LEVEL_ENV, "INFO").upper()
+    level = logging.DEBUG if verbose else logging.getLevelName(raw)
+    if not isinstance(level, int):
+        raise ValueError(f"{LOG_LEVEL_ENV}={raw!r} is not a log level; use DEBUG, INFO, WARNING or ERROR")
+    kopf.configure(debug=False, verbose=verbose, log_format=kopf.LogFormat.PLAIN, log_prefix=True)
+    logging.getLogger().setLevel(level)
+    return level
+
+
+def check_cluster_config() -> str | None:
+    """Load the in-cluster config or the kubeconfig once, before kopf starts; ``None`` when usable,
+    else one line: which file, what is wrong, how to fix it."""
+    from glm_operator.cluster.apiclient import make_api_client  # noqa: PLC0415
+
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        source = "the in-cluster service account (/var/run/secrets/kubernetes.io/serviceaccount)"
+        fix = "check the pod's serviceAccountName and automountServiceAccountToken"
+    else:
+        source = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        fix = "set KUBECONFIG to a readable kubeconfig (`kubectl config view` shows it) or pass --kubeconfig"
+        first = Path(source.split(os.pathsep)[0])
+        if not first.is_file():
+            return f"cannot load the Kubernetes configuration from {source}: no such file; fix: {fix}"
+        try:
+            first.read_bytes()
+        except OSError as exc:
+            return f"cannot load the Kubernetes configuration from {source}: {exc.strerror}; fix: {fix}"
+    try:
+        make_api_client()
+    except ValueError as exc:  # GLM_API_TIMEOUT_SECONDS
+        return str(exc)
+    except Exception as exc:
+        problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().splitlines()[0]
+        return f"cannot load the Kubernetes configuration from {source}: {problem}; fix: {fix}"
+    return None
+
+
 @app.command("run")
 def run_cmd(
     namespace: Annotated[
@@ -292,8 +344,26 @@ def run_cmd(
     peering: Annotated[
         bool, typer.Option(help="Use kopf peering (needs its peering CRDs) instead of standalone mode.")
     ] = False,
+    kubeconfig: Annotated[
+        Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
-    """Run the operator against the cluster of $KUBECONFIG (or the in-cluster service account)."""
+    """Run the operator against the cluster of $KUBECONFIG (or the in-cluster service account).
+
+    Exits 2 with one line on stderr when the kubeconfig (or ``GLM_*`` setting) is unusable."""
+    if kubeconfig is not None:
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+    try:
+        configure_logging(verbose)
+    except ValueError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(code=2) from None
+    problem = check_cluster_config()
+    if problem is not None:
+        err.print(f"[red]error:[/] {escape(problem)}")
+        raise typer.Exit(code=2)
+
     import kopf  # noqa: PLC0415  (kopf only for `run`: render/validate stay light)
 
     import glm_operator.handlers  # noqa: F401, PLC0415  (registers the handlers)

@@ -8,8 +8,8 @@ set from the code itself, so a new child kind, kopf handler or EPP Role rule cha
   last-handled annotations);
 - every :data:`~glm_operator.cluster.kinds.CHILD_KINDS` entry, per :class:`ChildKind` method
   (:data:`CHILD_METHOD_VERBS`);
-- :func:`~glm_operator.cluster.reconcile.read_deployment` (get), ``write_status`` (patch status),
-  :func:`~glm_operator.cluster.events.post_event` (create events), ``blockOwnerDeletion`` in the
+- :func:`~glm_operator.cluster.kube.read_deployment` (get), ``KubeCluster.patch_status`` (patch status),
+  :meth:`~glm_operator.cluster.kube.KubeCluster.post_event` (create events), ``blockOwnerDeletion`` in the
   owner reference (update ``…/finalizers``);
 - every rule of the endpoint picker's Role as rendered with leader election (Kubernetes refuses
   to create a Role that grants more than its creator holds);

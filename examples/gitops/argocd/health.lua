@@ -1,7 +1,8 @@
 -- Argo CD health check for serving.glm.dev/v1alpha1 GLMDeployment (resource.customizations.health).
 -- Healthy:     the operator has reconciled the current generation and Ready is True.
 -- Degraded:    Degraded is True for the current generation (InvalidSpec: the spec was refused and the
---              previous generation keeps running; ApplyFailed: a child could not be applied).
+--              previous generation keeps running; ApplyFailed/ApiUnavailable: a child could not be applied,
+--              status.observedGeneration stays behind until it is).
 -- Progressing: no status yet, status.observedGeneration (or a condition's) behind metadata.generation,
 --              or Ready not True yet (engines loading weights, rolling out).
 local hs = {}
@@ -13,11 +14,6 @@ end
 
 local generation = obj.metadata.generation or 0
 local observed = obj.status.observedGeneration or 0
-if observed < generation then
-  hs.status = "Progressing"
-  hs.message = "Waiting for the operator to reconcile generation " .. generation .. " (observed " .. observed .. ")"
-  return hs
-end
 
 local ready = nil
 local degraded = nil
@@ -42,6 +38,11 @@ end
 if degraded ~= nil and degraded.status == "True" then
   hs.status = "Degraded"
   hs.message = describe(degraded)
+  return hs
+end
+if observed < generation then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the operator to reconcile generation " .. generation .. " (observed " .. observed .. ")"
   return hs
 end
 if ready ~= nil and ready.status == "True" then

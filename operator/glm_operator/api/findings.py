@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from glm_operator.api.reasons import INVALID_SPEC
+
 
 class Severity(StrEnum):
     """How bad a finding is: ``error`` blocks rendering and applying; ``warning`` does not."""
@@ -38,7 +40,7 @@ class Finding:
     message: str
     fix: str
     severity: Severity = Severity.ERROR
-    reason: str = "InvalidSpec"
+    reason: str = INVALID_SPEC
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message} (value: {show_value(self.value)}). Fix: {self.fix}"

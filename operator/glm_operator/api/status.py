@@ -84,7 +84,14 @@ class CapacityStatus(_Status):
 class GLMDeploymentStatus(_Status):
     """``status`` of a GLMDeployment, written by the operator only."""
 
-    observed_generation: int | None = Field(default=None, ge=0)
+    observed_generation: int | None = Field(
+        default=None, ge=0,
+        description="metadata.generation the operator has finished acting on: every child of that spec was applied "
+        "and pruned, or the spec was refused (Planned=False, InvalidSpec/CapacityExceeded; the children then keep "
+        "the spec of capacity.plannedGeneration and missing ones are restored from it). It does not advance while "
+        "a failure (Degraded=True: ApplyFailed, ApiUnavailable, ApiRejected) keeps the children from being applied. "
+        "Ready=True additionally means every replica of that spec is ready.",
+    )
     conditions: list[Condition] = Field(default_factory=list)
     prefill: ReplicaStatus | None = None
     decode: ReplicaStatus | None = None

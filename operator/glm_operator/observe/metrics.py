@@ -43,6 +43,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from glm_operator.api import reasons
 from glm_operator.api.status import CapacityStatus
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ DEFAULT_PORT: Final = 8080
 DEFAULT_ADDRESS: Final = "0.0.0.0"  # scraped from other pods
 
 RESULTS: Final = ("changed", "unchanged", "invalid", "failed")
-ERROR_REASONS: Final = ("InvalidSpec", "ApplyFailed", "ApiError", "Unexpected")
+ERROR_REASONS: Final = (reasons.INVALID_SPEC, reasons.APPLY_FAILED, reasons.API_ERROR, reasons.UNEXPECTED)
 #: Reconcile duration buckets, seconds: one reconcile is ~10 LISTs plus up to ~15 server-side
 #: applies; 5 ms (nothing to do, fast API server) to 60 s (the API client's default request timeout).
 DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -197,10 +198,10 @@ def record_reconcile(
     """
     if invalid:
         result = "invalid"
-        RECONCILE_ERRORS.labels(reason="InvalidSpec").inc()
+        RECONCILE_ERRORS.labels(reason=reasons.INVALID_SPEC).inc()
     elif apply_error:
         result = "failed"
-        RECONCILE_ERRORS.labels(reason="ApplyFailed").inc()
+        RECONCILE_ERRORS.labels(reason=reasons.APPLY_FAILED).inc()
     else:
         result = "changed" if changed else "unchanged"
     RECONCILE_DURATION.labels(result=result).observe(seconds)
@@ -212,7 +213,7 @@ def record_exception(seconds: float, exc: BaseException) -> None:
     """Record a reconcile that raised: ``ApiError`` for Kubernetes API/transport errors, else ``Unexpected``."""
     module = type(exc).__module__
     api_error = module.startswith(("kubernetes.", "urllib3.")) or isinstance(exc, OSError)
-    RECONCILE_ERRORS.labels(reason="ApiError" if api_error else "Unexpected").inc()
+    RECONCILE_ERRORS.labels(reason=reasons.API_ERROR if api_error else reasons.UNEXPECTED).inc()
     RECONCILE_DURATION.labels(result="failed").observe(seconds)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from glm_operator.api import reasons
 from glm_operator.api.findings import Finding
 from glm_operator.api.quantity import GIB
 from glm_operator.plan.capacity import Plan
@@ -80,14 +81,23 @@ def healthy_status(
     warnings: list[Finding],
     now: str,
     apply_error: str | None = None,
+    apply_reason: str = reasons.APPLY_FAILED,
 ) -> dict[str, Any]:
     """Status after a successful render.
 
+    ``observedGeneration`` becomes ``generation`` only when ``apply_error`` is ``None`` (every child
+    of this spec was applied and pruned); while a failure keeps the children from being applied it
+    stays at the last generation that was, and ``Degraded=True`` says why.
+
     Args:
         previous: the current ``status`` of the CR (may be empty).
+        generation: ``metadata.generation`` of the spec that was rendered.
         workloads: ``{"prefill"|"decode"|"engine"|"router": (live workload or None, desired replicas)}``.
         plan: the capacity plan the children were rendered for (``status.capacity`` and ``Planned``).
-        apply_error: set when applying children failed (Degraded with reason ``ApplyFailed``).
+        apply_error: set when applying children (or reading them) failed: ``Degraded=True``,
+            ``Progressing=False/Blocked``, ``Ready=False``.
+        apply_reason: the ``Degraded`` reason for ``apply_error`` (a :mod:`glm_operator.api.reasons`
+            constant: ``ApplyFailed``, ``ApiUnavailable``, ``ApiRejected``, ``Unexpected``).
     """
     conditions = previous.get("conditions") or []
     counts = {role: replica_counts(live, desired) for role, (live, desired) in workloads.items()}
@@ -101,43 +111,64 @@ def healthy_status(
     summary = ", ".join(f"{role} {c['readyReplicas']}/{c['replicas']}" for role, c in counts.items())
     if ready:
         ready_cond = condition(
-            conditions, READY, status=True, reason="AllReplicasReady", message=f"ready: {summary}",
+            conditions, READY, status=True, reason=reasons.ALL_REPLICAS_READY, message=f"ready: {summary}",
             generation=generation, now=now,
         )
     else:
+        waiting = f"waiting for {', '.join(not_ready)}" if not_ready else summary
         ready_cond = condition(
-            conditions, READY, status=False, reason="ReplicasNotReady",
-            message=f"waiting for {', '.join(not_ready)}" if not_ready else summary,
+            conditions, READY, status=False, reason=reasons.REPLICAS_NOT_READY if apply_error is None else apply_reason,
+            message=waiting if apply_error is None else f"{waiting}; {apply_error}",
             generation=generation, now=now,
         )
     progressing = condition(
         conditions, PROGRESSING, status=not ready and apply_error is None,
-        reason="Complete" if ready else ("Blocked" if apply_error else "RollingOut"),
+        reason=reasons.COMPLETE if ready else (reasons.BLOCKED if apply_error else reasons.ROLLING_OUT),
         message=f"ready: {summary}", generation=generation, now=now,
     )
     warning_text = "; ".join(str(w) for w in warnings)
     if apply_error is not None:
         degraded = condition(
-            conditions, DEGRADED, status=True, reason="ApplyFailed", message=apply_error, generation=generation, now=now
+            conditions, DEGRADED, status=True, reason=apply_reason, message=apply_error, generation=generation, now=now
         )
     else:
         degraded = condition(
-            conditions, DEGRADED, status=False, reason="AsExpected",
+            conditions, DEGRADED, status=False, reason=reasons.AS_EXPECTED,
             message=f"not degraded; warnings: {warning_text}" if warning_text else "",
             generation=generation, now=now,
         )
     planned = condition(
         conditions, PLANNED, status=True,
-        reason="ContextLimitedByKV" if plan.max_model_len_source == "kvBudget" else "Planned",
+        reason=reasons.CONTEXT_LIMITED_BY_KV if plan.max_model_len_source == "kvBudget" else reasons.PLANNED,
         message=plan_summary(plan), generation=generation, now=now,
     )
     status: dict[str, Any] = {
-        "observedGeneration": generation,
         "conditions": [ready_cond, progressing, degraded, planned],
         "endpoint": endpoint,
         "capacity": {"plannedGeneration": generation, **capacity_status(plan)},
         **counts,
     }
+    observed = generation if apply_error is None else previous.get("observedGeneration")
+    if observed is not None:
+        status["observedGeneration"] = observed
+    return status
+
+
+def failed_status(*, previous: dict[str, Any], generation: int, reason: str, message: str, now: str) -> dict[str, Any]:
+    """Status when the operator could not even look at the children (listing them failed).
+
+    Keeps everything of ``previous`` but the conditions: ``Degraded=True`` with ``reason``,
+    ``Progressing=False/Blocked``, ``Ready=False`` with ``reason``. ``observedGeneration`` does not move.
+    """
+    conditions = previous.get("conditions") or []
+    status = {k: v for k, v in previous.items() if k != "conditions"}
+    status["conditions"] = [
+        condition(conditions, READY, status=False, reason=reason, message=message, generation=generation, now=now),
+        condition(conditions, PROGRESSING, status=False, reason=reasons.BLOCKED, message=message,
+                  generation=generation, now=now),
+        condition(conditions, DEGRADED, status=True, reason=reason, message=message, generation=generation, now=now),
+        *[c for c in conditions if c.get("type") == PLANNED],
+    ]
     return status
 
 
@@ -182,30 +213,53 @@ def plan_summary(plan: Plan) -> str:
     return f"max context {plan.max_model_len:,} tokens ({source}); {plan.kv.total:,} B/token KV; {roles}"
 
 
-def invalid_status(*, previous: dict[str, Any], generation: int, findings: list[Finding], now: str) -> dict[str, Any]:
-    """Status for a spec that cannot be rendered: Ready=False/InvalidSpec, children left as they were.
+def invalid_status(
+    *,
+    previous: dict[str, Any],
+    generation: int,
+    findings: list[Finding],
+    now: str,
+    running: dict[str, tuple[dict[str, Any] | None, int]] | None = None,
+    running_generation: int | None = None,
+    restore_error: str | None = None,
+    restore_reason: str = reasons.APPLY_FAILED,
+) -> dict[str, Any]:
+    """Status for a spec that cannot be rendered: ``Ready=False``, ``Planned=False`` and
+    ``Degraded=True`` with reason ``InvalidSpec`` (or ``CapacityExceeded`` on ``Planned``).
 
-    Per-role counts, endpoint and capacity of the last good generation are kept; only the
-    conditions and ``observedGeneration`` change.
+    The workloads keep the last valid spec (``capacity.plannedGeneration``); ``running`` gives their
+    live state (same shape as ``workloads`` of :func:`healthy_status`) so the per-role counts say what
+    is running. ``observedGeneration`` becomes ``generation``: the operator has finished acting on it
+    (refused it) unless ``restore_error`` says restoring a missing child of the last valid spec failed.
     """
     conditions = previous.get("conditions") or []
     message = "; ".join(str(f) for f in findings)
     status = {k: v for k, v in previous.items() if k not in {"conditions", "observedGeneration"}}
-    status["observedGeneration"] = generation
-    reason = "InvalidSpec"
-    capacity = [f for f in findings if f.reason == "CapacityExceeded"]
+    if running is not None:
+        status.update({role: replica_counts(live, desired) for role, (live, desired) in running.items()})
+    observed = generation if restore_error is None else previous.get("observedGeneration")
+    if observed is not None:
+        status["observedGeneration"] = observed
+    capacity = [f for f in findings if f.reason == reasons.CAPACITY_EXCEEDED]
     planned = condition(
-        conditions, PLANNED, status=False, reason="CapacityExceeded" if capacity else "InvalidSpec",
+        conditions, PLANNED, status=False,
+        reason=reasons.CAPACITY_EXCEEDED if capacity else reasons.INVALID_SPEC,
         message="; ".join(str(f) for f in capacity) if capacity else "not planned: the spec is invalid",
         generation=generation, now=now,
     )
+    kept = (f"children keep the spec of generation {running_generation}" if running_generation is not None
+            else "children unchanged")
+    degraded_message = message if restore_error is None else f"{message}; {restore_error}"
     status["conditions"] = [
-        condition(conditions, READY, status=False, reason=reason, message=message, generation=generation, now=now),
+        condition(conditions, READY, status=False, reason=reasons.INVALID_SPEC, message=message,
+                  generation=generation, now=now),
         condition(
-            conditions, PROGRESSING, status=False, reason=reason, message="spec rejected; children unchanged",
+            conditions, PROGRESSING, status=False, reason=reasons.INVALID_SPEC, message=f"spec rejected; {kept}",
             generation=generation, now=now,
         ),
-        condition(conditions, DEGRADED, status=True, reason=reason, message=message, generation=generation, now=now),
+        condition(conditions, DEGRADED, status=True,
+                  reason=reasons.INVALID_SPEC if restore_error is None else restore_reason,
+                  message=degraded_message, generation=generation, now=now),
         planned,
     ]
     return status

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+from glm_operator.api import reasons
 from glm_operator.api.findings import Finding, Severity
 from glm_operator.api.quantity import GIB, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
@@ -477,7 +478,7 @@ def port_plan(spec: GLMDeploymentSpec) -> list[Finding]:
     return out
 
 
-CAPACITY = "CapacityExceeded"
+CAPACITY = reasons.CAPACITY_EXCEEDED
 
 
 

@@ -1,0 +1,103 @@
+"""The operator's in-memory view of the cluster, fed by its watches: reads come from here.
+
+kopf keeps one index per watched kind (``@kopf.index`` handlers registered in
+:mod:`glm_operator.handlers` with the ids :data:`CHILD_INDEX_IDS` and :data:`DEPLOYMENT_INDEX_ID`):
+every child the operator labels, keyed by ``(namespace, owning CR name)``, and every
+GLMDeployment keyed by ``(namespace, name)``. kopf adds, replaces and removes entries on every
+watch event (deletions included), so a reconcile lists nothing and an idle resync makes no request.
+
+**Start-up.** kopf does not call any non-indexing handler (resume, create, update, event) before
+the initial LIST of *every* indexed resource is indexed (``operator_indexed`` toggles in
+``kopf/_core/reactor/processing.py``). :class:`ClusterIndex` is marked warm by the first such
+handler call (:meth:`ClusterIndex.mark_warm`); before that :meth:`ClusterIndex.children` returns
+``None`` and the caller falls back to one LIST per kind for that CR, so a reconcile that runs early
+(e.g. the resync task) never prunes or re-creates children it has not seen yet.
+
+A freshly applied child may reach the index a moment after the reconcile that wrote it; a
+reconcile in that window sees the older object and at worst sends an idempotent server-side apply
+again (no prune: pruning only deletes objects the index shows and the spec does not want, and a
+404 on delete counts as done).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from glm_operator.cluster.drift import object_key
+from glm_operator.cluster.kinds import CHILD_KINDS
+from glm_operator.render import names
+
+#: kopf index id (also its handler kwarg name) of each child kind, by plural.
+CHILD_INDEX_IDS: Final = {kind.plural: f"glm_children_{kind.plural}" for kind in CHILD_KINDS}
+DEPLOYMENT_INDEX_ID: Final = "glm_deployments"
+
+#: ``(apiVersion, kind, name)`` of a child.
+ChildKey = tuple[str, str, str]
+
+
+def _slim(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain-dict copy without ``metadata.managedFields`` (large, never read)."""
+    from glm_operator.cluster.reconcile import plain  # noqa: PLC0415  (avoid an import cycle)
+
+    obj: dict[str, Any] = plain(body)
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+def index_child(body: Mapping[str, Any], api_version: str, kind: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The index entry of one child: ``{(namespace, CR name): object}`` (``{}`` when it has no CR label).
+
+    ``apiVersion``/``kind`` are filled in (kopf's initial LIST omits them on items)."""
+    meta = body.get("metadata") or {}
+    owner = (meta.get("labels") or {}).get(names.LABEL_DEPLOYMENT)
+    if not owner or not meta.get("namespace"):
+        return {}
+    obj = _slim(body)
+    obj.setdefault("apiVersion", api_version)
+    obj.setdefault("kind", kind)
+    return {(meta["namespace"], owner): obj}
+
+
+def index_deployment(body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The index entry of one GLMDeployment: ``{(namespace, name): body}``."""
+    meta = body.get("metadata") or {}
+    return {(meta.get("namespace") or "", meta.get("name") or ""): _slim(body)}
+
+
+class ClusterIndex:
+    """Read access to kopf's indices (live mappings ``key → collection of values``)."""
+
+    def __init__(self) -> None:
+        self._indices: Mapping[str, Mapping[Any, Iterable[dict[str, Any]]]] = {}
+        self.warm = False
+
+    def bind(self, indices: Mapping[str, Any]) -> None:
+        """Keep the kopf indices of a new operator run (the startup handler's kwargs); not warm yet."""
+        self._indices = {key: value for key, value in indices.items()
+                         if key in CHILD_INDEX_IDS.values() or key == DEPLOYMENT_INDEX_ID}
+        self.warm = False
+
+    def mark_warm(self) -> None:
+        """Every initial listing is indexed (called from kopf's non-indexing handlers)."""
+        self.warm = bool(self._indices)
+
+    def children(self, namespace: str, cr_name: str) -> dict[ChildKey, dict[str, Any]] | None:
+        """Children of CR ``cr_name`` keyed by ``(apiVersion, kind, name)``, or ``None`` while not warm
+        (the caller lists them from the API server)."""
+        if not self.warm:
+            return None
+        found: dict[ChildKey, dict[str, Any]] = {}
+        for index_id in CHILD_INDEX_IDS.values():
+            index = self._indices.get(index_id)
+            for obj in (index.get((namespace, cr_name)) if index is not None else None) or ():
+                found[object_key(obj)] = obj
+        return found
+
+    def deployment(self, namespace: str, name: str) -> dict[str, Any] | bool | None:
+        """The indexed GLMDeployment, ``None`` when the index has none, ``False`` while not warm."""
+        if not self.warm:
+            return False
+        index = self._indices.get(DEPLOYMENT_INDEX_ID)
+        values = list((index.get((namespace, name)) if index is not None else None) or ())
+        return values[-1] if values else None
