@@ -136,6 +136,17 @@ def _scheduler() -> ReconcileScheduler:
     return STATE.scheduler
 
 
+def watch_timeouts() -> tuple[int, int, int]:
+    """``(server, client, connect)`` timeouts of kopf's watches, in whole seconds.
+
+    server: ``?timeoutSeconds=`` the API server ends each watch after (``GLM_WATCH_SERVER_TIMEOUT_SECONDS``, 300);
+    kube-apiserver parses it as an integer and answers 400 to ``300.0``. client: server + 30, so a silent
+    connection is dropped instead of waited on. connect: 10.
+    """
+    server = max(1, int(_env_seconds("GLM_WATCH_SERVER_TIMEOUT_SECONDS", 300.0)))
+    return server, server + 30, 10
+
+
 @kopf.on.startup(id="configure")
 async def configure(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     """Keep kopf state in our annotations, post only warnings as Events, bound the watches, build the
@@ -146,10 +157,8 @@ async def configure(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     )
     settings.persistence.finalizer = f"{API_GROUP}/finalizer"
     settings.posting.level = logging.WARNING
-    server_timeout = _env_seconds("GLM_WATCH_SERVER_TIMEOUT_SECONDS", 300.0)
-    settings.watching.server_timeout = server_timeout
-    settings.watching.client_timeout = server_timeout + 30  # a silent connection is dropped, not waited on
-    settings.watching.connect_timeout = 10
+    (settings.watching.server_timeout, settings.watching.client_timeout,
+     settings.watching.connect_timeout) = watch_timeouts()
     # Scanning watches CRDs/namespaces for new resources; off for the local emulator and tests.
     settings.scanning.disabled = os.environ.get("GLM_KOPF_SCANNING", "on") == "off"
     STATE.api = make_api_client()  # kopf runs startup handlers before it logs in

@@ -17,7 +17,7 @@ declare -A pkgs=(
   [kube]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver:14 kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager:6 kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler:2 kubectl=k8s.io/kubernetes/cmd/kubectl:2"
   [etcd]="etcd=go.etcd.io/etcd/server/v3:3"
   [kwok]="kwok=sigs.k8s.io/kwok/cmd/kwok:3 kwok-stages=./stages:1"
-  [crdgen]="controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen:2"
+  [crdgen]="controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen:2 gateway-annotations=./gateway-annotations:1"
 )
 components=("$@")
 [ ${#components[@]} -gt 0 ] || components=(kube etcd kwok crdgen)

@@ -3,5 +3,7 @@
 package crdgen
 
 import (
+	_ "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	_ "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	_ "sigs.k8s.io/gateway-api/apis/v1"
 )

@@ -19,7 +19,7 @@ COMPONENTS = {
     "kube": ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
     "etcd": ("etcd",),
     "kwok": ("kwok", "kwok-stages"),
-    "crdgen": ("controller-gen",),
+    "crdgen": ("controller-gen", "gateway-annotations"),
 }
 
 

@@ -112,8 +112,8 @@ def bring_up(
     try:
         stack = Stack(plane=plane, kubectl=bins["kubectl"], helm=helm, operator_kubeconfig=root / "operator.kubeconfig",
                       operator_user=f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}")
-        progress("installing the InferencePool CRD (controller-gen from the GAIE module's types)")
-        stack.kubectl_apply(generated_crds(bins["controller-gen"]))
+        progress("installing the InferencePool, HTTPRoute and PodMonitor CRDs (controller-gen from their Go types)")
+        stack.kubectl_apply(generated_crds(bins["controller-gen"], bins["gateway-annotations"]))
         progress(f"helm install {RELEASE} {CHART.relative_to(REPO_ROOT)} -n {OPERATOR_NAMESPACE} (operator as a local process)")
         sets = ["--set", "replicaCount=0", *(arg for v in chart_values for arg in ("--set", v))]
         stack.run("helm", ["install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
