@@ -44,12 +44,12 @@ run: $(STAMP) $(HELM) ## Main job: the operator on the cluster of KUBECONFIG, el
 		echo "KUBECONFIG=$$KUBECONFIG: running the operator against that cluster (Ctrl-C to stop)"; \
 		$(BIN)/glmctl run; \
 	else \
-		$(BIN)/glmctl dev --example $(EXAMPLE) $(if $(filter 1 true yes,$(RUN_ONCE)),--once,); \
+		$(BIN)/glmctl dev --example $(EXAMPLE) $(if $(filter 1 true yes,$(RUN_ONCE)),--once,) $(if $(STATE_DIR),--state-dir $(STATE_DIR),); \
 	fi
 
-test: lint unit test-kernels ## Lint, then every test (unit, golden, schema, emulator end-to-end, `make run` itself, kernels)
+test: lint unit test-kernels ## Lint, then every test (unit, golden, schema, end-to-end on the real local cluster, `make run` itself, kernels)
 
-unit: $(STAMP) $(HELM) ## Run the operator test suite only (tests/; never imports torch)
+unit: $(STAMP) $(HELM) cluster-binaries ## Run the operator test suite only (tests/, incl. e2e on the local cluster; never imports torch)
 	$(BIN)/pytest -q
 
 test-kernels: $(KSTAMP) ## Kernel tests on CPU: references, Triton kernels under TRITON_INTERPRET=1, 8-rank gloo PCP/DCP
@@ -64,7 +64,7 @@ check-vllm-symbols: $(KSTAMP) ## Download the pinned vLLM wheel (~330 MB, cached
 	cd kernels && GLM_VLLM_WHEEL=$$(ls $(VLLM_WHEEL_DIR)/vllm-$(VLLM_PIN)-*.whl | head -1) ../$(BIN)/pytest -q tests/test_vllm_wheel.py
 
 lint: $(KSTAMP) ## ruff + mypy (strict on the pure layers api/plan/render; kernels: typed defs, own config)
-	$(BIN)/ruff check operator tests benchmarks kernels
+	$(BIN)/ruff check operator tests benchmarks kernels tools
 	$(BIN)/mypy
 	cd kernels && ../$(BIN)/mypy
 

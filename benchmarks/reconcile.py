@@ -23,6 +23,7 @@ from typing import Any
 
 import kopf
 import yaml
+from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig
 from kubernetes import client
 
 from glm_operator import handlers  # noqa: F401  (importing registers the kopf handlers)
@@ -30,7 +31,6 @@ from glm_operator.api.crd import build_crd
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
 from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.cluster.reconcile import read_deployment, reconcile
-from glm_operator.devcluster.emulator import EmulatorServer, write_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))

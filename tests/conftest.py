@@ -19,7 +19,7 @@ os.environ["GLM_RETRY_DELAY_SECONDS"] = "0.5"
 os.environ["GLM_KOPF_SCANNING"] = "off"
 # No metrics server unless a test asks for one (several operators and sessions share this machine).
 os.environ["GLM_METRICS_PORT"] = "0"
-#: Bound every API call, so a test never waits on a connection the emulator dropped while shutting down.
+#: Bound every API call, so a test never waits on a connection the API server dropped while restarting or stopping.
 os.environ["GLM_API_TIMEOUT_SECONDS"] = "5"
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,16 +65,3 @@ def refusal(cr: dict[str, Any]) -> list[Any]:
 def seed_cr() -> dict[str, Any]:
     """Seed system A as a CR dict."""
     return load_cr(EXAMPLES / "glm-5.3-pd.yaml")
-
-
-@pytest.fixture
-def kmock_options() -> dict[str, Any]:
-    """Make kmock's ``kmock`` fixture serve our extended emulator.
-
-    kmock 0.8 resolves its ``kmock_cls`` ini option with ``__import__`` of the module path, which
-    returns the top package, so a class in a sub-module cannot be named there; this fixture passes
-    the class directly.
-    """
-    from glm_operator.devcluster.emulator import Emulator  # noqa: PLC0415  (emulator extra)
-
-    return {"cls": Emulator}

@@ -381,10 +381,10 @@ def dev_cmd(
     example: Annotated[Path, typer.Option(help="CR to apply once the operator runs.")] = Path(
         "examples/glm-5.3-pd.yaml"
     ),
-    once: Annotated[bool, typer.Option(help="Exit 0 once the CR is Ready (non-zero with the reason otherwise).")] = False,
+    once: Annotated[bool, typer.Option(help="Exit 0 once the CR is Ready (1 with the reason otherwise).")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the CR to become Ready.")] = 180.0,
     state_dir: Annotated[
-        Path | None, typer.Option(help="Directory for the cluster's PKI, data, kubeconfigs and logs (default: a new temp dir).")
+        Path | None, typer.Option(help="Where the cluster keeps PKI, data, kubeconfigs, logs (default: a temp dir).")
     ] = None,
 ) -> None:
     """Start a local Kubernetes cluster (fake H200 nodes), install the chart, run the operator, apply an example."""

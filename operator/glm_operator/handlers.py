@@ -159,7 +159,7 @@ async def configure(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     settings.posting.level = logging.WARNING
     (settings.watching.server_timeout, settings.watching.client_timeout,
      settings.watching.connect_timeout) = watch_timeouts()
-    # Scanning watches CRDs/namespaces for new resources; off for the local emulator and tests.
+    # Scanning watches CRDs/namespaces for new resources (GLM_KOPF_SCANNING=off: tests, which install CRDs first).
     settings.scanning.disabled = os.environ.get("GLM_KOPF_SCANNING", "on") == "off"
     STATE.api = make_api_client()  # kopf runs startup handlers before it logs in
     STATE.cluster = KubeCluster(STATE.api)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
 from glm_localcluster.helm import default_dir, ensure_helm
+from tests.conftest import ROOT
 
 CHART = ROOT / "charts" / "glm-operator"
 CI_VALUES = CHART / "ci" / "ci-values.yaml"

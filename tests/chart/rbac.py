@@ -16,8 +16,8 @@ set from the code itself, so a new child kind, kopf handler or EPP Role rule cha
 - kopf's resource scanning (``kopf/_core/reactor/observation.py``): list + watch CRDs, and
   namespaces when the operator watches chosen namespaces.
 
-:func:`request_permission` maps one HTTP request the operator sent (seen by the emulator) to the
-permission the API server would check, for the traffic-based test.
+:func:`audit_permission` reads the permission the real API server checked for one request of the operator from
+its audit log, for the traffic-based test.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import inspect
 from typing import Any, Final
-from urllib.parse import parse_qs
 
 import kopf
 
@@ -106,29 +105,17 @@ def granted_permissions(objects: list[dict[str, Any]]) -> tuple[set[Permission],
     return {p for rule in rules for p in _expand(rule)}, [r for role in roles.values() for r in role["rules"]]
 
 
-def request_permission(method: str, path: str, query: str, status: int) -> set[Permission]:
-    """The permissions an API server checks for one request (empty for discovery paths)."""
-    parts = [p for p in path.split("/") if p]
-    if parts[:1] == ["api"] and len(parts) >= 2:
-        group, rest = "", parts[2:]
-    elif parts[:1] == ["apis"] and len(parts) >= 3:
-        group, rest = parts[1], parts[3:]
-    else:
-        return set()  # /api, /apis, /version, /openapi…: non-resource discovery
-    if rest[:1] == ["namespaces"] and len(rest) >= 3:
-        rest = rest[2:]  # namespaced resource
-    if not rest:
-        return set()  # discovery of a group version
-    resource, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
-    if sub:
-        resource = f"{resource}/{sub}"
-    params = parse_qs(query)
-    if method == "GET":
-        verb = "get" if name else ("watch" if params.get("watch", ["false"])[0] in {"true", "1"} else "list")
-    else:
-        delete = "delete" if name else "deletecollection"
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": delete}[method]
-    found = {(group, resource, verb)}
-    if method == "PATCH" and status == 201:
-        found.add((group, resource, "create"))  # server-side apply created the object
+def audit_permission(event: dict[str, Any]) -> set[Permission]:
+    """The permissions the API server checked for one audit event (its authorization attributes).
+
+    Empty for non-resource requests (``/version``, discovery). A server-side apply (``patch``) that created the
+    object (HTTP 201) was also authorised as ``create``.
+    """
+    ref = event.get("objectRef") or {}
+    if not ref.get("resource"):
+        return set()
+    resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+    found = {(ref.get("apiGroup") or "", resource, event["verb"])}
+    if event["verb"] == "patch" and (event.get("responseStatus") or {}).get("code") == 201:
+        found.add((ref.get("apiGroup") or "", resource, "create"))
     return found

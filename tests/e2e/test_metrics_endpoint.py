@@ -42,7 +42,7 @@ async def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 
 
 async def test_operator_serves_reconcile_and_capacity_metrics(metrics_port: int, cluster: Cluster) -> None:
-    capacity_key = ("glm_operator_capacity_max_context_tokens", (("name", NAME), ("namespace", "default")))
+    capacity_key = ("glm_operator_capacity_max_context_tokens", (("name", NAME), ("namespace", cluster.namespace)))
     await cluster.create(seed())
     await cluster.wait_reconciled(NAME, 1)
     samples = await _scrape(metrics_port)
@@ -51,14 +51,15 @@ async def test_operator_serves_reconcile_and_capacity_metrics(metrics_port: int,
     assert samples[("glm_operator_reconcile_duration_seconds_count", (("result", "changed"),))] >= 1
 
     invalid_before = samples[("glm_operator_reconcile_errors_total", (("reason", "InvalidSpec"),))]
-    await cluster.patch_spec(NAME, {"prefill": {"parallelism": {"decodeContext": 4}}})
+    # refused by the operator, not by the CRD: --kv-offloading-size would replace the NIXL connector
+    await cluster.patch_spec(NAME, {"prefill": {"extraArgs": ["--kv-offloading-size", "512"]}})
     await cluster.wait_reconciled(NAME, 2)
     samples = await _scrape(metrics_port)
     assert samples[("glm_operator_reconcile_errors_total", (("reason", "InvalidSpec"),))] > invalid_before
     assert samples[capacity_key] == 1048576  # the last good generation still runs with that capacity
 
     await cluster.call(client.CustomObjectsApi(cluster.api).delete_namespaced_custom_object,
-                       API_GROUP, API_VERSION, "default", PLURAL, NAME)
+                       API_GROUP, API_VERSION, cluster.namespace, PLURAL, NAME)
 
     async def forgotten() -> bool:
         now = await _scrape(metrics_port)

@@ -1,55 +1,63 @@
-"""The README's Helm and GitOps commands for the emulator work as written: every README line that
-uses ``"$SERVER"`` runs, in order, in bash against the emulator with the operator running."""
+"""The README's local-cluster commands work as written: every line of the code block after the
+``<!-- tested: local cluster -->`` marker runs, in order, in bash against the session's cluster (as admin, with the
+project's kubectl and Helm first on PATH), with the operator watching the namespace those lines use."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import subprocess
-import sys
-from pathlib import Path
 
-from kubernetes import client
+import pytest
 
-from tests.chart.conftest import helm_binary
+from glm_localcluster.stack import Stack
+from glm_localcluster.weights import weights_volume
 from tests.conftest import ROOT
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, operator_in_process
+
+MARKER = "<!-- tested: local cluster -->"
 
 
-def readme_emulator_lines() -> list[str]:
-    """The README lines that talk to the emulator (they use ``"$SERVER"``)."""
-    return [line.split("  #")[0].strip() for line in (ROOT / "README.md").read_text().splitlines()
-            if '"$SERVER"' in line]
+def readme_cluster_lines() -> list[str]:
+    """The command lines of the first code block after :data:`MARKER` (comments and ``export KUBECONFIG`` dropped)."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index(MARKER):].split("```")[1]
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()[1:]]
+    return [line for line in lines if line and not line.startswith("export KUBECONFIG=")]
 
 
-def test_readme_has_the_helm_and_gitops_emulator_lines() -> None:
-    lines = readme_emulator_lines()
-    assert any(line.startswith("helm template glm-operator charts/glm-operator") for line in lines)
-    assert any("apply --validate=false -k examples/gitops/overlays/production" in line for line in lines)
+def test_readme_has_the_local_cluster_lines() -> None:
+    lines = readme_cluster_lines()
+    assert "kubectl apply --server-side -k examples/gitops/overlays/production" in lines
+    assert any(line.startswith("helm list") for line in lines)
 
 
-async def test_readme_helm_and_gitops_sections_against_the_emulator(cluster: Cluster) -> None:
+async def test_readme_local_cluster_lines_run_as_written(
+    stack: Stack, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = {
         **os.environ,
-        "SERVER": cluster.server.url,
-        "PATH": os.pathsep.join([str(helm_binary().parent), str(Path(sys.prefix) / "bin"), os.environ["PATH"]]),
+        "KUBECONFIG": str(stack.plane.admin_kubeconfig),
+        "PATH": os.pathsep.join([str(stack.kubectl.parent), str(stack.helm.parent), os.environ["PATH"]]),
     }
     outputs = []
-    for line in readme_emulator_lines():
-        result = await asyncio.to_thread(
-            subprocess.run, ["bash", "-o", "pipefail", "-c", line], cwd=ROOT, env=env,
-            capture_output=True, text=True, check=False, timeout=120,
-        )
-        assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
-        outputs.append(result.stdout)
-    assert "glmdeployments.serving.glm.dev" in "".join(outputs)
-    # the chart's objects landed
-    deployment = await cluster.call(client.AppsV1Api(cluster.api).read_namespaced_deployment,
-                                    "glm-operator", "glm-system")
-    assert deployment.spec.template.spec.containers[0].args[0] == "run"
-    # the kustomized CR was reconciled by the operator: children in namespace serving, status written
-    cr = await cluster.wait_reconciled("glm-5-3", 1, ns="serving")
-    assert cr["metadata"]["labels"]["environment"] == "production"
-    children = await cluster.children("glm-5-3", ns="serving")
-    assert {("StatefulSet", "glm-5-3-decode"), ("PodMonitor", "glm-5-3-epp")} <= set(children)
-    assert children[("StatefulSet", "glm-5-3-decode")]["spec"]["replicas"] == 2
+    # the README's namespace: the operator watches it and the overlay's weights claim is bound
+    async with operator_in_process(stack, "serving", monkeypatch):
+        for line in readme_cluster_lines():
+            result = await asyncio.to_thread(
+                subprocess.run, ["bash", "-o", "pipefail", "-c", line], cwd=ROOT, env=env,
+                capture_output=True, text=True, check=False, timeout=120,
+            )
+            assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+            outputs.append(result.stdout + result.stderr)
+            if line.startswith("kubectl create namespace serving"):
+                await asyncio.to_thread(stack.kubectl_apply, weights_volume("serving", "glm-weights"))
+        joined = "".join(outputs)
+        assert "NVIDIA-H200" in joined and "glm-operator" in joined
+        assert "spec.prefill.parallelism" in joined, "the CEL refusal is not shown"
+        cluster.namespace = "serving"
+        cr = await cluster.wait_reconciled("glm-5-3", 1)
+        assert cr["metadata"]["labels"]["environment"] == "production"
+        children = await cluster.children("glm-5-3")
+        assert {("StatefulSet", "glm-5-3-decode"), ("PodMonitor", "glm-5-3-epp")} <= set(children)
+        assert children[("StatefulSet", "glm-5-3-decode")]["spec"]["replicas"] == 2

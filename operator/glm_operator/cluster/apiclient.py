@@ -81,5 +81,5 @@ def make_api_client(timeout_seconds: float | None = None) -> TimeoutApiClient:
     else:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=cfg)  # type: ignore[no-untyped-call]
     api = TimeoutApiClient(configuration=cfg, default_timeout_seconds=timeout)
-    api.user_agent = USER_AGENT  # audit logs (and the emulator's request log) tell the operator's calls apart
+    api.user_agent = USER_AGENT  # audit logs tell the operator's calls apart
     return api

@@ -118,7 +118,7 @@ class ControlPlane:
 
 def _get(url: str, ctx: ssl.SSLContext, timeout: float = 2.0) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as resp:  # noqa: S310 (https on loopback)
+        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as resp:
             return int(resp.status), resp.read().decode(errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
@@ -166,7 +166,7 @@ def start(
 
     Raises:
         ControlPlaneError: a component did not become ready within ``timeout`` seconds.
-        glm_localcluster.processes.ProcessExited: a component exited (its log's tail is in the message).
+        glm_localcluster.processes.ProcessExitedError: a component exited (its log's tail is in the message).
     """
     root.mkdir(parents=True, exist_ok=True)
     supervisor = Supervisor(root / "logs")
@@ -175,12 +175,13 @@ def start(
     server = f"https://127.0.0.1:{api_port}"
     plane = ControlPlane(
         root=root, bins=bins, supervisor=supervisor, pki=pki, server=server,
-        admin_kubeconfig=write_cert_kubeconfig(root / "admin.kubeconfig", server, pki.ca.cert, pki.admin.cert,
-                                               pki.admin.key, "admin"),
+        admin_kubeconfig=write_cert_kubeconfig(root / "admin.kubeconfig", server, pki.ca.cert, cert=pki.admin.cert,
+                                               key=pki.admin.key, name="admin"),
         audit_log=root / "audit.log",
     )
     try:
-        _start_all(plane, etcd_port, peer_port, api_port, list(nodes), progress, timeout)
+        _start_all(plane, etcd_port=etcd_port, peer_port=peer_port, api_port=api_port, nodes=list(nodes),
+                   progress=progress, timeout=timeout)
     except BaseException:
         plane.stop()
         raise
@@ -188,7 +189,7 @@ def start(
 
 
 def _start_all(
-    plane: ControlPlane, etcd_port: int, peer_port: int, api_port: int, nodes: list[NodeSpec],
+    plane: ControlPlane, *, etcd_port: int, peer_port: int, api_port: int, nodes: list[NodeSpec],
     progress: Progress, timeout: float,
 ) -> None:
     root, bins, sup, pki = plane.root, plane.bins, plane.supervisor, plane.pki
@@ -224,7 +225,8 @@ def _start_all(
     _wait_ready(plane, timeout)
 
     def component_kubeconfig(name: str, pair: Any) -> Path:
-        return write_cert_kubeconfig(root / f"{name}.kubeconfig", plane.server, pki.ca.cert, pair.cert, pair.key, name)
+        return write_cert_kubeconfig(root / f"{name}.kubeconfig", plane.server, pki.ca.cert, cert=pair.cert,
+                                     key=pair.key, name=name)
 
     cm_kcfg = component_kubeconfig("kube-controller-manager", pki.controller_manager)
     progress("starting kube-controller-manager and kube-scheduler")
@@ -245,7 +247,7 @@ def _start_all(
     stages = root / "kwok-stages.yaml"
     import subprocess  # noqa: PLC0415
 
-    stages.write_text(subprocess.run([str(bins["kwok-stages"])], check=True, capture_output=True, text=True).stdout)  # noqa: S603
+    stages.write_text(subprocess.run([str(bins["kwok-stages"])], check=True, capture_output=True, text=True).stdout)
     progress(f"starting kwok with {len(nodes)} fake nodes (pod IPs in {POD_CIDR})")
     sup.start("kwok", [
         str(bins["kwok"]), f"--kubeconfig={plane.admin_kubeconfig}", "--manage-all-nodes=true",
@@ -255,17 +257,19 @@ def _start_all(
     api = plane.api_client()
     core = client.CoreV1Api(api)
     for spec in nodes:
-        core.create_node(node_object(spec))
+        core.create_node(node_object(spec))  # type: ignore[arg-type]
 
     def nodes_ready() -> bool:
         items = core.list_node().items
-        ready = [n for n in items if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])]
+        ready = [n for n in items
+                 if any(c.type == "Ready" and c.status == "True" for c in (n.status and n.status.conditions) or [])]
         return len(ready) == len(nodes)
 
     _wait(nodes_ready, f"{len(nodes)} nodes Ready", timeout, plane)
 
     def default_sa() -> bool:
-        return any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account("default").items)
+        accounts = core.list_namespaced_service_account("default").items
+        return any(sa.metadata is not None and sa.metadata.name == "default" for sa in accounts)
 
     _wait(default_sa, "the default ServiceAccount (controller-manager)", timeout, plane)
     progress(f"control plane ready: {plane.server} ({len(nodes)} nodes)")

@@ -36,7 +36,7 @@ INSTALLED = frozenset({
 
 
 def generated_crds(controller_gen: Path, gateway_annotations: Path) -> list[dict[str, Any]]:
-    """The :data:`INSTALLED` CRDs of :data:`API_PACKAGES` as dicts (generated on first use into ``<controller-gen dir>/crds``).
+    """The :data:`INSTALLED` CRDs of :data:`API_PACKAGES` as dicts (generated once into ``<controller-gen dir>/crds``).
 
     Gateway API's CRDs get the annotations its release process adds (``gateway_annotations`` prints them from the
     pinned module's constants): the API server refuses a CRD in a ``*.k8s.io`` group without
@@ -49,7 +49,7 @@ def generated_crds(controller_gen: Path, gateway_annotations: Path) -> list[dict
     if not out.is_dir() or not any(out.glob("*.yaml")):
         tmp = out.with_suffix(".tmp")
         tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [str(controller_gen), "crd", *(f"paths={p}" for p in API_PACKAGES), f"output:crd:dir={tmp}"],
             cwd=CRDGEN_MODULE, check=True, capture_output=True, text=True,
         )
@@ -57,7 +57,7 @@ def generated_crds(controller_gen: Path, gateway_annotations: Path) -> list[dict
     docs: list[dict[str, Any]] = []
     for path in sorted(out.glob("*.yaml")):
         docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d["metadata"]["name"] in INSTALLED]
-    release = json.loads(subprocess.run([str(gateway_annotations)], check=True, capture_output=True, text=True).stdout)  # noqa: S603
+    release = json.loads(subprocess.run([str(gateway_annotations)], check=True, capture_output=True, text=True).stdout)
     for doc in docs:
         if doc["spec"]["group"] == "gateway.networking.k8s.io":
             doc["metadata"].setdefault("annotations", {}).update(release)

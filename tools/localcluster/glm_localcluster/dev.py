@@ -23,8 +23,8 @@ from rich.console import Console
 from glm_localcluster.binaries import BuildError
 from glm_localcluster.controlplane import ControlPlaneError
 from glm_localcluster.operator_process import start_operator
-from glm_localcluster.processes import ProcessExited
-from glm_localcluster.stack import CommandFailed, Stack, bring_up
+from glm_localcluster.processes import ProcessExitedError
+from glm_localcluster.stack import CommandFailedError, Stack, bring_up
 from glm_localcluster.weights import claims_of, weights_volume
 
 console = Console(soft_wrap=True, highlight=False)
@@ -35,7 +35,7 @@ def _ready(stack: Stack, namespace: str, name: str) -> tuple[bool, str]:
     if proc.returncode != 0:
         return False, proc.stderr.strip()
     status = (yaml.safe_load(proc.stdout) or {}).get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     return ready.get("status") == "True", f"Ready={ready.get('status')} ({ready.get('reason')}: {ready.get('message')})"
 
 
@@ -78,8 +78,10 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
             console.print(f"$ kubectl {' '.join(args)}")
             console.print(stack.run("kubectl", args).stdout.rstrip())
         kcfg = stack.plane.admin_kubeconfig
-        console.print(f"\nkubeconfig (admin): {kcfg}\n  export KUBECONFIG={kcfg}; kubectl get glmd,pods")
-        console.print(f"operator metrics: http://127.0.0.1:{operator.metrics_port}/metrics  log: {operator.managed.log}")
+        tools = f"{stack.kubectl.parent}:{stack.helm.parent}"
+        console.print(f"\nkubeconfig (admin): {kcfg}\n  export KUBECONFIG={kcfg}\n"
+                      f"  export PATH={tools}:$PATH   # this project's kubectl v1.36.3 and helm v3.19.0")
+        console.print(f"operator metrics: http://127.0.0.1:{operator.metrics_port}/metrics")
         if once:
             return 0
         console.print("The cluster keeps running; Ctrl-C stops every process it started.")
@@ -88,8 +90,8 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
             time.sleep(1)
         return 0
     except KeyboardInterrupt:
-        return 130 if not stop.is_set() else 0
-    except (BuildError, ControlPlaneError, CommandFailed, ProcessExited, TimeoutError) as exc:
+        return 0  # the user stopped it (Ctrl-C or SIGTERM): every process is stopped below
+    except (BuildError, ControlPlaneError, CommandFailedError, ProcessExitedError, TimeoutError) as exc:
         console.print(f"[red]glmctl dev: {exc}[/]")
         return 1
     finally:

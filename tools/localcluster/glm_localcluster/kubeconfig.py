@@ -21,7 +21,7 @@ def _document(server: str, ca: Path, user: dict[str, Any], name: str) -> dict[st
     }
 
 
-def write_cert_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, name: str) -> Path:
+def write_cert_kubeconfig(path: Path, server: str, ca: Path, *, cert: Path, key: Path, name: str) -> Path:
     """A kubeconfig authenticating with a client certificate (``cert``/``key`` PEM files). Returns ``path``."""
     doc = _document(server, ca, {"client-certificate": str(cert), "client-key": str(key)}, name)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -29,7 +29,7 @@ def write_cert_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Pa
     return path
 
 
-def write_token_kubeconfig(path: Path, server: str, ca: Path, token: str, name: str) -> Path:
+def write_token_kubeconfig(path: Path, server: str, ca: Path, *, token: str, name: str) -> Path:
     """A kubeconfig holding only a bearer ``token`` (e.g. a ServiceAccount's, so its RBAC applies). Returns ``path``."""
     path.write_text(yaml.safe_dump(_document(server, ca, {"token": token}, name), sort_keys=False))
     path.chmod(0o600)

@@ -29,10 +29,12 @@ class NodeSpec:
     rdma: int = 8
 
 
-#: Two 8×H200 servers (seed system A: one per role) and one CPU node for the router and the operator.
+#: Two 8×H200 servers (seed system A: one per role), one 8×B200 (examples/kimi-k2.6-dcp8-b200.yaml) and one CPU
+#: node for the router.
 DEFAULT_NODES: Final = (
     NodeSpec("h200-0"),
     NodeSpec("h200-1"),
+    NodeSpec("b200-0", product="B200"),
     NodeSpec("cpu-0", product=None, gpus=0, memory="256Gi", cpu="32", rdma=0),
 )
 

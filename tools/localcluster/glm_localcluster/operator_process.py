@@ -24,7 +24,7 @@ class OperatorProcess:
     def healthy(self) -> bool:
         """Whether the liveness endpoint answers 200."""
         try:
-            with urllib.request.urlopen(self.liveness_url, timeout=2) as resp:  # noqa: S310 (loopback)
+            with urllib.request.urlopen(self.liveness_url, timeout=2) as resp:
                 return int(resp.status) == 200
         except (OSError, urllib.error.URLError):
             return False
@@ -35,7 +35,7 @@ def start_operator(stack: Stack, name: str = "operator", env: Mapping[str, str] 
     """Start ``glmctl run`` with ``stack.operator_kubeconfig`` and wait for its liveness endpoint.
 
     Raises:
-        glm_localcluster.processes.ProcessExited: it exited (its log's tail is in the message).
+        glm_localcluster.processes.ProcessExitedError: it exited (its log's tail is in the message).
         TimeoutError: the liveness endpoint did not answer within ``timeout`` seconds.
     """
     live_port, metrics_port = free_port(), free_port()

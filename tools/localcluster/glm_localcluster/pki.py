@@ -142,7 +142,9 @@ def make_pki(directory: Path, service_ip: str) -> Pki:
     sa_key, sa_pub = directory / "sa.key", directory / "sa.pub"
     _write_key(sa_key, sa_private)
     sa_pub.write_bytes(
-        sa_private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        sa_private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
     )
     return Pki(
         ca=ca,

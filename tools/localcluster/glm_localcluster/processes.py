@@ -42,7 +42,7 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-class ProcessExited(RuntimeError):
+class ProcessExitedError(RuntimeError):
     """A component exited while the cluster needed it; the message names it, its exit code and its log's tail."""
 
 
@@ -62,10 +62,10 @@ class Managed:
             return ""
 
     def check(self) -> None:
-        """Raise :class:`ProcessExited` if the process is gone."""
+        """Raise :class:`ProcessExitedError` if the process is gone."""
         code = self.popen.poll()
         if code is not None:
-            raise ProcessExited(f"{self.name} exited with code {code}; last lines of {self.log}:\n{self.tail()}")
+            raise ProcessExitedError(f"{self.name} exited with code {code}; last lines of {self.log}:\n{self.tail()}")
 
 
 @dataclass
@@ -80,7 +80,7 @@ class Supervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
         with log.open("ab") as out:
-            popen = subprocess.Popen(  # noqa: S603  (our own built binaries, argv lists)
+            popen = subprocess.Popen(
                 list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **(env or {})}, start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
@@ -89,7 +89,7 @@ class Supervisor:
         return managed
 
     def check(self) -> None:
-        """Raise :class:`ProcessExited` for the first component that is no longer running."""
+        """Raise :class:`ProcessExitedError` for the first component that is no longer running."""
         for managed in self.started:
             managed.check()
 

@@ -31,7 +31,7 @@ OPERATOR_NAMESPACE = "glm-system"
 TOKEN_SECONDS = 24 * 3600
 
 
-class CommandFailed(RuntimeError):
+class CommandFailedError(RuntimeError):
     """kubectl or helm exited non-zero; the message has the command and its stderr."""
 
 
@@ -57,15 +57,15 @@ class Stack:
         """Run ``kubectl`` or ``helm`` (``tool``) against the cluster as admin (or ``kubeconfig``).
 
         Raises:
-            CommandFailed: ``check`` and the command exited non-zero.
+            CommandFailedError: ``check`` and the command exited non-zero.
         """
         binary = self.kubectl if tool == "kubectl" else self.helm
         kcfg = str(kubeconfig or self.plane.admin_kubeconfig)
-        proc = subprocess.run(  # noqa: S603
+        proc = subprocess.run(
             [str(binary), f"--kubeconfig={kcfg}", *args], input=stdin, capture_output=True, text=True, check=False,
         )
         if check and proc.returncode != 0:
-            raise CommandFailed(f"{tool} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
+            raise CommandFailedError(f"{tool} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
         return proc
 
     def kubectl_apply(self, docs: list[dict[str, Any]]) -> None:
@@ -83,8 +83,9 @@ def operator_token(api: client.ApiClient, namespace: str, service_account: str, 
         audiences=["https://kubernetes.default.svc.cluster.local"], expiration_seconds=seconds,
     ))
     resp = client.CoreV1Api(api).create_namespaced_service_account_token(service_account, namespace, request)
-    token: str = resp.status.token
-    return token
+    if resp.status is None or not resp.status.token:
+        raise RuntimeError(f"TokenRequest for {namespace}/{service_account} returned no token")
+    return str(resp.status.token)
 
 
 def bring_up(
@@ -103,7 +104,7 @@ def bring_up(
         progress: called with one line per step.
 
     Raises:
-        glm_localcluster.binaries.BuildError, controlplane.ControlPlaneError, CommandFailed: with what failed.
+        glm_localcluster.binaries.BuildError, controlplane.ControlPlaneError, CommandFailedError: with what failed.
     """
     root = root or Path(tempfile.mkdtemp(prefix="glm-localcluster-"))
     bins = ensure_binaries()
@@ -114,14 +115,15 @@ def bring_up(
                       operator_user=f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}")
         progress("installing the InferencePool, HTTPRoute and PodMonitor CRDs (controller-gen from their Go types)")
         stack.kubectl_apply(generated_crds(bins["controller-gen"], bins["gateway-annotations"]))
-        progress(f"helm install {RELEASE} {CHART.relative_to(REPO_ROOT)} -n {OPERATOR_NAMESPACE} (operator as a local process)")
+        chart = CHART.relative_to(REPO_ROOT)
+        progress(f"helm install {RELEASE} {chart} -n {OPERATOR_NAMESPACE} (the operator runs as a local process)")
         sets = ["--set", "replicaCount=0", *(arg for v in chart_values for arg in ("--set", v))]
         stack.run("helm", ["install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
                            "--wait", "--timeout", "2m", *sets])
         stack.run("kubectl", ["wait", "--for=condition=Established", "--timeout=60s",
                               "crd/glmdeployments.serving.glm.dev", "crd/inferencepools.inference.networking.k8s.io"])
         token = operator_token(plane.api_client(), OPERATOR_NAMESPACE, RELEASE)
-        write_token_kubeconfig(stack.operator_kubeconfig, plane.server, plane.pki.ca.cert, token, RELEASE)
+        write_token_kubeconfig(stack.operator_kubeconfig, plane.server, plane.pki.ca.cert, token=token, name=RELEASE)
     except BaseException:
         plane.stop()
         raise

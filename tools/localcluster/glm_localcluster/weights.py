@@ -1,4 +1,4 @@
-"""A bound PersistentVolumeClaim standing in for the model weights volume that examples mount (``spec.model.source.pvc``).
+"""A bound PersistentVolumeClaim standing in for the weights volume examples mount (``spec.model.source.pvc``).
 
 Pods that mount an unbound or missing claim are never scheduled, so the local cluster pre-binds a PV to the claim
 (the PV controller in kube-controller-manager completes the binding). kwok mounts nothing: no weights are read.

@@ -1,5 +1,5 @@
 """The operator's API client never waits forever on a server that accepted a connection but
-stopped answering (CI hung 300 s in teardown on exactly this: a LIST to an emulator that was
+stopped answering (CI once hung 300 s in teardown on exactly this: a LIST to a server that was
 shutting down)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import urllib3
+import yaml
 
 from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.cluster.reconcile import read_deployment
-from glm_operator.devcluster.emulator import write_kubeconfig
 
 
 @pytest.fixture
@@ -49,7 +49,12 @@ def silent_server() -> Iterator[str]:
 def silent_kubeconfig(silent_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """``$KUBECONFIG`` pointing at the silent server; returns its URL."""
     kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, silent_server)
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "silent",
+        "clusters": [{"name": "silent", "cluster": {"server": silent_server}}],
+        "users": [{"name": "silent", "user": {"token": "t"}}],
+        "contexts": [{"name": "silent", "context": {"cluster": "silent", "user": "silent"}}],
+    }))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     return silent_server
 
