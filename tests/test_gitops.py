@@ -13,6 +13,7 @@ import lupa
 import pytest
 import yaml
 
+from glm_localcluster.binaries import ensure_binaries
 from glm_operator.api.crd import build_crd
 from glm_operator.api.findings import Finding, Severity
 from glm_operator.api.load import parse
@@ -26,9 +27,10 @@ NOW = "2026-11-29T12:00:00Z"
 
 
 def kustomize(path: Path) -> list[dict[str, Any]]:
-    """`kubectl kustomize` of a folder (no cluster, no network)."""
+    """`kubectl kustomize` of a folder (no cluster, no network), with the project's kubectl (tools/cluster)."""
+    kubectl = ensure_binaries(("kube",))["kubectl"]
     result = subprocess.run(
-        ["kubectl", "kustomize", str(path)], capture_output=True, text=True, check=False, timeout=60
+        [str(kubectl), "kustomize", str(path)], capture_output=True, text=True, check=False, timeout=60
     )
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
