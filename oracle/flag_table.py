@@ -21,6 +21,11 @@ def _type_name(action: argparse.Action) -> str | None:
     name = getattr(kind, "__name__", None) or type(kind).__name__
     if name == "<lambda>":
         name = "callable"
+    if name in {"_optional_type", "_parse_type"} and getattr(kind, "__closure__", None):
+        inner = [getattr(c.cell_contents, "__name__", None) for c in kind.__closure__]  # type: ignore[union-attr]
+        inner = [i for i in inner if i]
+        if inner:
+            return f"{'optional' if name == '_optional_type' else 'parse'}:{inner[0]}"
     return name
 
 
