@@ -22,52 +22,17 @@ from glm_operator.plan.capacity import (
     plan_deployment,
     quantization_from_name,
 )
-from glm_operator.plan.flags import extra_arg_value, human_readable_int, normalize_flag
+from glm_operator.plan.engine_args import operator_args
+from glm_operator.plan.flag_table import check_extra_args, flag_table, owned_dests
+from glm_operator.plan.flags import extra_arg_value, human_readable_int
 from glm_operator.plan.layout import needs_eager_pcp
 from glm_operator.plan.memory import host_memory_bytes, host_pool_bytes_per_rank, offload_bytes_per_rank
 from glm_operator.plan.ports import collisions, role_ports
 from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, GPUS, MODELS, model_profile
 from glm_operator.plan.report import gib as _gib
+from glm_operator.versions import VLLM_VERSION
 
 Rule = Callable[[GLMDeploymentSpec], list[Finding]]
-
-#: vLLM flags the operator owns. Passing them through ``extraArgs`` would silently override the
-#: rendered layout (or, for ``--kv-offloading-size``, *replace* the NIXL connector: vLLM's
-#: ``_post_init_kv_transfer_config`` overwrites ``kv_connector``; ``reference/vllm.md`` §1.7).
-MANAGED_FLAGS: dict[str, str] = {
-    "--kv-transfer-config": "the operator composes it from kvTransfer, cpuOffloadPerRank and hiSparse",
-    "--kv-offloading-size": "it replaces the NIXL connector; set cpuOffloadPerRank instead",
-    "--kv-offloading-backend": "set cpuOffloadPerRank instead",
-    "--block-size": "set spec.kvCache.blockSize (one value for every engine)",
-    "--kv-cache-dtype": "set spec.kvCache.dtype (one value for every engine)",
-    "--tensor-parallel-size": "set parallelism.tensor",
-    "-tp": "set parallelism.tensor",
-    "--prefill-context-parallel-size": "set parallelism.prefillContext",
-    "-pcp": "set parallelism.prefillContext",
-    "--decode-context-parallel-size": "set parallelism.decodeContext",
-    "-dcp": "set parallelism.decodeContext",
-    "--data-parallel-size": "set parallelism.data",
-    "-dp": "set parallelism.data",
-    "--enable-expert-parallel": "set parallelism.expert",
-    "--speculative-config": "set spec.speculative",
-    "--max-model-len": "set spec.model.maxModelLen",
-    "--port": "set spec.ports",
-    "--served-model-name": "set spec.model.servedName",
-    "--model": "set spec.model.name",
-    "--host": "vLLM must listen on all pod addresses",
-    "--config": "a config file would override the rendered flags; use extraArgs for single flags",
-    "--pipeline-parallel-size": "pipeline parallelism changes the GPUs per engine; not supported",
-    "-pp": "pipeline parallelism changes the GPUs per engine; not supported",
-    "--data-parallel-size-local": "set parallelism.data (one engine per node)",
-    "-dpl": "set parallelism.data (one engine per node)",
-    "-sc": "set spec.speculative",
-    "--spec-method": "set spec.speculative",
-    "--spec-model": "set spec.speculative",
-    "--spec-tokens": "set spec.speculative",
-    "-ep": "set parallelism.expert",
-    "--shutdown-timeout": "the operator drains for 90 s within the pod's 120 s grace period",
-}
-
 
 def rendered_flags(spec: GLMDeploymentSpec, role: RoleSpec) -> dict[str, str]:
     """Flags the renderer emits or depends on for this role only (beyond :data:`MANAGED_FLAGS`), with the fix.
@@ -88,15 +53,6 @@ def rendered_flags(spec: GLMDeploymentSpec, role: RoleSpec) -> dict[str, str]:
     return flags
 
 
-def owning_flag(flag: str, owned: dict[str, str]) -> str | None:
-    """The owned flag ``flag`` stands for: itself, or — argparse accepts unambiguous abbreviations of
-    long options — the owned flag it abbreviates."""
-    if flag in owned:
-        return flag
-    if flag.startswith("--") and len(flag) > 4:
-        return next((name for name in owned if name.startswith(flag)), None)
-    return None
-
 #: Environment variables the operator owns on every vLLM container.
 MANAGED_ENV: dict[str, str] = {
     "PYTHONHASHSEED": "set spec.hashSeed (it must be equal on every engine)",
@@ -104,6 +60,27 @@ MANAGED_ENV: dict[str, str] = {
     "VLLM_NIXL_SIDE_CHANNEL_PORT": "set spec.kvTransfer.sideChannelBasePort",
     "UCX_TLS": "set spec.kvTransfer.ucx.tls",
     "UCX_NET_DEVICES": "set spec.kvTransfer.ucx.netDevices",
+}
+
+#: Environment variables no engine pod may set: they break the GPU assignment of the device plugin or inject code
+#: into every vLLM process.
+REFUSED_ENV: dict[str, str] = {
+    "CUDA_VISIBLE_DEVICES": "the device plugin assigns the pod's GPUs; renumbering them hides GPUs from vLLM's "
+    "ranks (world size > visible GPUs) or maps two ranks to one GPU",
+    "NVIDIA_VISIBLE_DEVICES": "the NVIDIA container runtime would expose GPUs the scheduler did not give the pod",
+    "NVIDIA_DRIVER_CAPABILITIES": "the container runtime needs compute,utility for CUDA and NVML",
+    "CUDA_DEVICE_ORDER": "vLLM's ranks map to devices in the device plugin's order",
+    "ROCR_VISIBLE_DEVICES": "it hides devices from the engine's ranks",
+    "HIP_VISIBLE_DEVICES": "it hides devices from the engine's ranks",
+    "LD_PRELOAD": "it injects a shared library into every vLLM process",
+    "LD_LIBRARY_PATH": "it replaces the image's CUDA/NCCL library search path",
+    "LD_AUDIT": "it injects a shared library into every vLLM process",
+    "PYTHONPATH": "it injects Python modules ahead of the image's vLLM",
+    "PYTHONSTARTUP": "it runs code in every Python process",
+    "PYTHONHOME": "it replaces the image's Python installation",
+    "PYTHONINSPECT": "it stops Python processes at an interactive prompt instead of exiting",
+    "VLLM_PLUGINS": "it selects which plugins (code) every vLLM process loads; the image decides",
+    "NCCL_NET_PLUGIN": "it loads a shared library into every NCCL communicator",
 }
 
 
@@ -410,23 +387,19 @@ def pd_consistency(spec: GLMDeploymentSpec) -> list[Finding]:
 
 
 def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
-    """``extraArgs`` and ``env`` must not override what the operator renders."""
+    """``extraArgs`` are read as the vLLM release's own parser reads them (:mod:`~glm_operator.plan.flag_table`):
+    positional words, unknown flags, wrong values, flags the operator renders (derived from
+    :func:`~glm_operator.plan.engine_args.operator_args`) and multi-node flags are refused. ``env`` may not set
+    what the operator sets, nor what breaks GPU assignment or injects code (:data:`REFUSED_ENV`)."""
     out = []
+    table = flag_table(VLLM_VERSION)
     for name, role in _roles(spec):
-        owned = {**MANAGED_FLAGS, **rendered_flags(spec, role)}
-        for i, arg in enumerate(role.extra_args):
-            flag = owning_flag(normalize_flag(arg), owned)
+        owned = owned_dests(operator_args(spec, name, role, role_ports(spec, name, role)), table)
+        for option, fix in rendered_flags(spec, role).items():
+            flag = table.lookup(option)
             if flag is not None:
-                out.append(Finding(
-                    f"spec.{name}.extraArgs[{i}]", arg, f"{flag} is rendered by the operator",
-                    f"remove it: {owned[flag]}",
-                ))
-            elif arg.startswith("-") and re.search(r"\s", arg.split("=", 1)[0].strip()):
-                out.append(Finding(
-                    f"spec.{name}.extraArgs[{i}]", arg,
-                    "a flag and its value in one entry reach vLLM as a single argument it does not know",
-                    "write --flag=value, or the flag and the value as two entries",
-                ))
+                owned[flag.dest] = fix
+        out += check_extra_args(role.extra_args, table, owned, f"spec.{name}.extraArgs")
         protected = dict(MANAGED_ENV)
         if role.parallelism.prefill_context > 1 or (role.hi_sparse is not None and role.hi_sparse.enabled):
             protected["VLLM_USE_V2_MODEL_RUNNER"] = (
@@ -444,6 +417,11 @@ def escape_hatches(spec: GLMDeploymentSpec) -> list[Finding]:
                 out.append(Finding(
                     f"spec.{name}.env[{i}].name", env.name, f"{env.name} is set by the operator",
                     f"remove it: {protected[env.name]}",
+                ))
+            elif env.name in REFUSED_ENV:
+                out.append(Finding(
+                    f"spec.{name}.env[{i}].name", env.name, f"{env.name} may not be set on an engine pod: "
+                    f"{REFUSED_ENV[env.name]}", "remove it",
                 ))
     return out
 

@@ -1,4 +1,5 @@
-"""vLLM command-line arguments and ``--kv-transfer-config`` of one engine role.
+"""vLLM command-line arguments and ``--kv-transfer-config`` of one engine role (the renderer emits them as they
+are; the rules derive the flags ``extraArgs`` may not repeat from :func:`operator_args`).
 
 Flags are those of vLLM 0.32.0 (``reference/vllm.md`` §1): ``--prefill-context-parallel-size``,
 ``--decode-context-parallel-size``, ``--dcp-comm-backend``, ``--data-parallel-size``,
@@ -110,10 +111,14 @@ def _gib_number(n_bytes: int) -> int | float:
 
 
 def vllm_args(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts) -> list[str]:
-    """The argument list after ``vllm serve`` for one role, in a fixed order.
+    """The argument list after ``vllm serve`` for one role, in a fixed order: :func:`operator_args`, then the
+    user's ``extraArgs``."""
+    return [*operator_args(spec, role_name, role, ports), *role.extra_args]
 
-    Parallel sizes above 1 are passed explicitly (TP always); user ``extraArgs`` come last.
-    """
+
+def operator_args(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: RolePorts) -> list[str]:
+    """The arguments the operator renders for one role (the model, then flags); parallel sizes above 1 are
+    passed explicitly (TP always). Every flag here is owned: ``extraArgs`` may not repeat it."""
     p = role.parallelism
     model = WEIGHTS_MOUNT if spec.model.source.pvc is not None else spec.model.name
     args = [
@@ -152,5 +157,4 @@ def vllm_args(spec: GLMDeploymentSpec, role_name: str, role: RoleSpec, ports: Ro
         args += ["--kv-transfer-config", compact_json(transfer)]
     args += ["--disable-access-log-for-endpoints", "/health,/metrics,/v1/models"]
     args += ["--shutdown-timeout", str(SHUTDOWN_DRAIN_S)]
-    args += list(role.extra_args)
     return args
