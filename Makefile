@@ -25,7 +25,8 @@ $(STAMP): pyproject.toml tools/localcluster/pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,lint]' -e tools/localcluster
 	@rm -f $(VENV)/.installed-* && touch $@
 
-# torch==2.13.0 is the CPU wheel on local disk (see kernels/README.md); ./kernels is installed editable on its own
+# torch==2.13.0 is PyPI's CUDA build (~2.7 GB with its nvidia-* wheels; it runs on CPU: see kernels/README.md);
+# ./kernels is installed editable on its own
 # (it is also what images/vllm-glm pip-installs as a vLLM plugin).
 $(KSTAMP): $(STAMP) kernels/pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,lint,kernels]' -e ./kernels
