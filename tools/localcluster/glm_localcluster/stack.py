@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,19 @@ def operator_token(api: client.ApiClient, namespace: str, service_account: str, 
     return str(resp.status.token)
 
 
+def _wait_listable(stack: Stack, resources: list[str], timeout: float = 60.0) -> None:
+    """Wait until every resource can be listed: an Established CRD still answers 429 "storage is (re)initializing"
+    until its watch cache is ready, which the operator's first watches would otherwise see."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = stack.run("kubectl", ["get", ",".join(resources), "-A", "-o", "name"], check=False)
+        if proc.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise CommandFailedError(f"cannot list {', '.join(resources)} after {timeout:.0f} s: {proc.stderr.strip()}")
+        time.sleep(0.2)
+
+
 def bring_up(
     root: Path | None = None,
     *,
@@ -114,14 +128,17 @@ def bring_up(
         stack = Stack(plane=plane, kubectl=bins["kubectl"], helm=helm, operator_kubeconfig=root / "operator.kubeconfig",
                       operator_user=f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}")
         progress("installing the InferencePool, HTTPRoute and PodMonitor CRDs (controller-gen from their Go types)")
-        stack.kubectl_apply(generated_crds(bins["controller-gen"], bins["gateway-annotations"]))
+        extra_crds = generated_crds(bins["controller-gen"], bins["gateway-annotations"])
+        stack.kubectl_apply(extra_crds)
         chart = CHART.relative_to(REPO_ROOT)
         progress(f"helm install {RELEASE} {chart} -n {OPERATOR_NAMESPACE} (the operator runs as a local process)")
         sets = ["--set", "replicaCount=0", *(arg for v in chart_values for arg in ("--set", v))]
         stack.run("helm", ["install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
                            "--wait", "--timeout", "2m", *sets])
+        resources = ["glmdeployments.serving.glm.dev", *(crd["metadata"]["name"] for crd in extra_crds)]
         stack.run("kubectl", ["wait", "--for=condition=Established", "--timeout=60s",
-                              "crd/glmdeployments.serving.glm.dev", "crd/inferencepools.inference.networking.k8s.io"])
+                              *(f"crd/{name}" for name in resources)])
+        _wait_listable(stack, resources)
         token = operator_token(plane.api_client(), OPERATOR_NAMESPACE, RELEASE)
         write_token_kubeconfig(stack.operator_kubeconfig, plane.server, plane.pki.ca.cert, token=token, name=RELEASE)
     except BaseException:
