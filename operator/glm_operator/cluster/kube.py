@@ -84,19 +84,19 @@ class KubeCluster:
         """See :meth:`ClusterPort.read_deployment`."""
         return read_deployment(self.api, namespace, name)
 
-    def patch_status(self, namespace: str, name: str, status_patch: dict[str, Any]) -> None:
+    def patch_status(self, namespace: str, name: str, status_patch: dict[str, Any]) -> dict[str, Any]:
         """See :meth:`ClusterPort.patch_status`."""
-        client.CustomObjectsApi(self.api).patch_namespaced_custom_object_status(
+        return decode(client.CustomObjectsApi(self.api).patch_namespaced_custom_object_status(
             API_GROUP, API_VERSION, namespace, PLURAL, name, {"status": status_patch},
             _content_type=MERGE_PATCH, _preload_content=False,
-        )
+        ))
 
-    def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+    def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> dict[str, Any]:
         """See :meth:`ClusterPort.annotate`."""
-        client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
+        return decode(client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
             API_GROUP, API_VERSION, namespace, PLURAL, name, {"metadata": {"annotations": annotations}},
             _content_type=MERGE_PATCH, _preload_content=False,
-        )
+        ))
 
     def post_event(
         self, body: dict[str, Any], *, type_: Literal["Normal", "Warning"], reason: str, message: str

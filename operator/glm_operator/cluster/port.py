@@ -38,12 +38,14 @@ class ClusterPort(Protocol):
         """GET one GLMDeployment, or ``None`` when it does not exist."""
         ...
 
-    def patch_status(self, namespace: str, name: str, status_patch: dict[str, Any]) -> None:
-        """JSON-merge-patch the ``status`` subresource with ``{"status": status_patch}``."""
+    def patch_status(self, namespace: str, name: str, status_patch: dict[str, Any]) -> dict[str, Any]:
+        """JSON-merge-patch the ``status`` subresource with ``{"status": status_patch}``; returns the CR as the
+        API server stored it."""
         ...
 
-    def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
-        """JSON-merge-patch ``metadata.annotations`` of the GLMDeployment (``None`` removes a key)."""
+    def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> dict[str, Any]:
+        """JSON-merge-patch ``metadata.annotations`` of the GLMDeployment (``None`` removes a key); returns the CR
+        as the API server stored it."""
         ...
 
     def post_event(

@@ -76,6 +76,10 @@ class Outcome:
         seen_versions: ``resourceVersion`` of every child as this reconcile left it, keyed by
             ``(apiVersion, kind, namespace, name)``; watch events carrying these versions are the
             echo of our own writes (or of objects already checked) and need no reconcile.
+        written: the CR as the API server returned it after this reconcile's last write to it (status or
+            annotation), else ``None``. Newer than what the watch shows for a while: the scheduler reconciles
+            from it until the watch catches up, so a lagging watch never makes the operator write the same
+            status twice.
     """
 
     status: dict[str, Any]
@@ -86,6 +90,7 @@ class Outcome:
     invalid: list[Finding] = field(default_factory=list)
     failure: Failure | None = None
     seen_versions: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    written: dict[str, Any] | None = None
 
     @property
     def error(self) -> str | None:
@@ -153,19 +158,15 @@ def _workloads(
     }
 
 
-def _write_status(cluster: ClusterPort, body: dict[str, Any], new: dict[str, Any]) -> bool:
-    patch = observe.status_patch(body.get("status") or {}, new)
-    if patch is None:
-        return False
-    meta = body["metadata"]
-    cluster.patch_status(meta["namespace"], meta["name"], patch)
-    return True
-
-
 def _finish(cluster: ClusterPort, body: dict[str, Any], outcome: Outcome) -> Outcome:
-    """Write ``outcome.status``; a failure to write becomes the outcome's failure (if none yet)."""
+    """Write ``outcome.status`` if it changed; a failure to write becomes the outcome's failure (if none yet)."""
+    patch = observe.status_patch(body.get("status") or {}, outcome.status)
+    if patch is None:
+        return outcome
+    meta = body["metadata"]
     try:
-        outcome.status_written = _write_status(cluster, body, outcome.status)
+        outcome.written = cluster.patch_status(meta["namespace"], meta["name"], patch)
+        outcome.status_written = True
     except Exception as exc:
         if outcome.failure is None:
             outcome.failure = classify(exc, what="write status")
@@ -239,7 +240,7 @@ def reconcile(
         value = _annotation_value(generation, body.get("spec"))
         if (meta.get("annotations") or {}).get(LAST_APPLIED_ANNOTATION) != value:
             try:
-                port.annotate(deployment.namespace, deployment.name, {LAST_APPLIED_ANNOTATION: value})
+                outcome.written = port.annotate(deployment.namespace, deployment.name, {LAST_APPLIED_ANNOTATION: value})
             except Exception as exc:
                 outcome.failure = classify(exc, what="record the applied spec")
 

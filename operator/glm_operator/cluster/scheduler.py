@@ -136,6 +136,8 @@ class ReconcileScheduler:
     attempts: dict[str, int] = field(default_factory=dict)
     #: uid → the pending retry.
     retries: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    #: uid → the CR as the API server returned it after our last write to it, until the watch shows it too.
+    written: dict[str, dict[str, Any]] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _pending: dict[str, list[Trigger | None]] = field(default_factory=dict)
 
@@ -160,7 +162,7 @@ class ReconcileScheduler:
             self._pending.setdefault(uid, []).append(trigger)
             return None
         async with lock:
-            outcome = await self._run_once(body)
+            outcome = await self._run_once(self._freshest(body))
             while self._needs_rerun(self._pending.pop(uid, [])):
                 try:
                     fresh = await self.read(meta["namespace"], meta["name"])
@@ -170,7 +172,7 @@ class ReconcileScheduler:
                 if fresh is None or fresh["metadata"].get("uid") != uid or _deleting(fresh):
                     break
                 body = fresh
-                outcome = await self._run_once(body)
+                outcome = await self._run_once(self._freshest(body))
         return outcome
 
     async def child_changed(self, owner: tuple[str, str, str], child: ChildRef, version: str | None) -> bool:
@@ -220,6 +222,7 @@ class ReconcileScheduler:
     def forget(self, uid: str) -> None:
         """The CR was deleted: drop its state and cancel its retry."""
         self.known.pop(uid, None)
+        self.written.pop(uid, None)
         self._pending.pop(uid, None)
         self.attempts.pop(uid, None)
         lock = self._locks.get(uid)
@@ -245,9 +248,30 @@ class ReconcileScheduler:
                 await task
 
     # --- internals ------------------------------------------------------------------------------
+    def _freshest(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body``, or the CR as our last write left it when that is newer (the watch lags our writes).
+
+        resourceVersions are compared as integers, which etcd's revisions are (Kubernetes calls them opaque: when
+        one is not an integer, ``body`` wins). Once the watch shows a version at least as new, the copy is dropped.
+        """
+        uid = body["metadata"]["uid"]
+        ours = self.written.get(uid)
+        if ours is None:
+            return body
+        try:
+            newer = int(ours["metadata"]["resourceVersion"]) > int(body["metadata"].get("resourceVersion") or 0)
+        except (KeyError, ValueError):
+            newer = False
+        if newer:
+            return ours
+        del self.written[uid]
+        return body
+
     async def _run_once(self, body: dict[str, Any]) -> Outcome:
         uid = body["metadata"]["uid"]
         outcome = await self.run(body)
+        if outcome.written is not None:
+            self.written[uid] = outcome.written
         self.seen_versions.update(outcome.seen_versions)
         retry_in = None
         if outcome.failure is not None and outcome.failure.transient:

@@ -120,7 +120,7 @@ class FakeCluster:
             found = self.objects.get((f"{API_GROUP}/{API_VERSION}", KIND, namespace, name))
             return copy.deepcopy(found) if found is not None else None
 
-    def patch_status(self, namespace: str, name: str, status_patch: dict[str, Any]) -> None:
+    def patch_status(self, namespace: str, name: str, status_patch: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             self._call("patch_status", f"{namespace}/{name}")
             body = self.objects[(f"{API_GROUP}/{API_VERSION}", KIND, namespace, name)]
@@ -131,8 +131,9 @@ class FakeCluster:
                 else:
                     status[key] = copy.deepcopy(value)
             body["metadata"]["resourceVersion"] = str(next(self._versions))
+            return copy.deepcopy(body)
 
-    def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+    def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> dict[str, Any]:
         with self._lock:
             self._call("annotate", f"{namespace}/{name}")
             body = self.objects[(f"{API_GROUP}/{API_VERSION}", KIND, namespace, name)]
@@ -143,6 +144,7 @@ class FakeCluster:
                 else:
                     current[key] = value
             body["metadata"]["resourceVersion"] = str(next(self._versions))
+            return copy.deepcopy(body)
 
     def post_event(
         self, body: dict[str, Any], *, type_: Literal["Normal", "Warning"], reason: str, message: str

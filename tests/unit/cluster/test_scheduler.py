@@ -175,6 +175,31 @@ async def test_idle_resync_from_the_index_makes_no_request() -> None:
     assert h.fake.calls[before:] == []
 
 
+async def test_resync_on_a_lagging_index_does_not_write_again() -> None:
+    # Measured with 200 CRs on 2 cores: the watch fed the index seconds behind the operator's own writes, so every
+    # resync saw the status and annotation from before its last write and wrote them again (~30 PATCH pairs per CR).
+    h = make(use_index=True)
+    stale = h.fake.cr("default", NAME)  # the index still holds the body from before the first reconcile
+
+    async def lagging_read(namespace: str, name: str) -> dict[str, Any] | None:
+        return stale
+
+    h.scheduler.read = lagging_read
+    await _created(h)
+    writes = h.fake.count("patch_status", "annotate")
+    assert writes == 2
+    for _ in range(3):
+        await h.scheduler.resync()
+    assert h.fake.count("patch_status", "annotate") == writes
+    # a newer body (a user's change) still wins over what the operator wrote
+    newer = h.fake.cr("default", NAME)
+    newer["metadata"]["resourceVersion"] = str(int(newer["metadata"]["resourceVersion"]) + 100)
+    newer["metadata"]["generation"] = 2
+    stale = newer
+    await h.scheduler.resync()
+    assert h.fake.cr("default", NAME)["status"]["observedGeneration"] == 2
+
+
 async def test_a_deleted_cr_cancels_its_retry() -> None:
     h = make()
     h.fake.fail("apply", ApiException(status=500), times=100)
