@@ -8,8 +8,9 @@ the chart ServiceAccount's token, then for each CR count (default 1, 50, 200), i
 2. time to all children applied: per CR, the API server's timestamp (audit log) of the operator's first successful
    write of its last expected child; the phase's figure is the slowest CR;
 3. time to ``Ready``: the admin lists the CRs every 0.25 s; the phase's figure is when the last one showed Ready=True;
-4. the operator's API requests and writes (audit log, user = the operator's ServiceAccount) from the apply until it
-   made no write for 2 s, per CR (requests naming a CR's object or one of its children are that CR's; LISTs and
+   time to quiet: the operator's last write before it made none for 3 s (at most ``--settle-timeout`` after Ready);
+4. the operator's API requests and writes (audit log, user = the operator's ServiceAccount) from the apply until
+   quiet, per CR (requests naming a CR's object or one of its children are that CR's; LISTs and
    WATCHes are shared and divided by N in the ``/CR`` column);
 5. an idle window spanning at least two resyncs (``GLM_RESYNC_SECONDS``, default 5 here): the operator's requests
    and writes (goal 0 and 0), the resync reconciles it ran meanwhile (its ``/metrics``), its CPU seconds
@@ -145,6 +146,7 @@ class RequestCounts:
     errors: int = 0
     forbidden: int = 0
     by_verb: dict[str, int] = field(default_factory=dict)
+    writes_by_resource: dict[str, int] = field(default_factory=dict)
 
     def add(self, event: dict[str, Any]) -> None:
         """Count one audit event."""
@@ -158,6 +160,9 @@ class RequestCounts:
             self.events += 1
         elif is_write(event):
             self.writes += 1
+            ref = event.get("objectRef") or {}
+            key = "/".join(str(part) for part in (ref.get("resource"), ref.get("subresource")) if part)
+            self.writes_by_resource[key] = self.writes_by_resource.get(key, 0) + 1
         code = int((event.get("responseStatus") or {}).get("code", 0))
         if code >= 400:
             self.errors += 1
@@ -243,6 +248,7 @@ class Phase:
     children_median_seconds: float | None = None
     ready_seconds: float | None = None
     ready_count: int = 0
+    quiet_seconds: float | None = None
     converge_requests: dict[str, Any] = field(default_factory=dict)
     requests_per_cr: float = 0.0
     writes_per_cr: float = 0.0
@@ -255,6 +261,7 @@ class Phase:
     idle_requests: int = 0
     idle_writes: int = 0
     idle_by_verb: dict[str, int] = field(default_factory=dict)
+    idle_writes_by_resource: dict[str, int] = field(default_factory=dict)
     idle_reconciles: float | None = None
     idle_cpu_seconds: float = 0.0
     rss_mib: float = 0.0
@@ -265,6 +272,15 @@ class Phase:
 
 def _expected_children(doc: dict[str, Any]) -> set[tuple[str, str]]:
     return {(kind_of(o).plural, o["metadata"]["name"]) for o in render(parse(doc)).objects}
+
+
+def _read_new(path: Path, offset: int) -> tuple[int, list[dict[str, Any]]]:
+    """Complete JSON lines of ``path`` after byte ``offset``, and the offset after the last of them."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    end = data.rfind(b"\n") + 1
+    return offset + end, [json.loads(line) for line in data[:end].splitlines() if line.strip()]
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, interval: float = 0.25,
@@ -288,7 +304,7 @@ def _metrics(port: int) -> float | None:
 
 
 def run_phase(stack: Stack, operator: OperatorProcess, count: int, seed: dict[str, Any], *, resync: float,
-              window: float, timeout: float, cleanup: bool, log: Callable[[str], None]) -> Phase:
+              window: float, timeout: float, settle_timeout: float, cleanup: bool, log: Callable[[str], None]) -> Phase:
     """Apply ``count`` CRs, measure convergence, requests and an idle window; delete the namespace if ``cleanup``."""
 
 
@@ -326,13 +342,18 @@ def run_phase(stack: Stack, operator: OperatorProcess, count: int, seed: dict[st
     if len(ready_at) == count:
         phase.ready_seconds = max(ready_at.values()) - t0
 
-    # settle: no operator write for 2 s
-    settle_start, last, quiet_since = time.monotonic(), -1, time.monotonic()
-    while time.monotonic() - quiet_since < 2.0 and time.monotonic() - settle_start < 60:
-        writes = sum(1 for e in plane.audit_events(user, mark) if is_write(e))
+    # quiet: the operator made no write for 3 s (capped by settle_timeout)
+    settle_start, last, quiet_since, offset, writes = time.monotonic(), -1, time.monotonic(), mark, 0
+    while time.monotonic() - quiet_since < 3.0:
+        if time.monotonic() - settle_start > settle_timeout:
+            phase.notes.append(f"the operator still wrote {settle_timeout:.0f} s after the last CR was Ready: the idle "
+                               "window below is not idle")
+            break
+        offset, new = _read_new(plane.audit_log, offset)
+        writes += sum(1 for e in new if e.get("user", {}).get("username") == user and is_write(e))
         if writes != last:
             last, quiet_since = writes, time.monotonic()
-        time.sleep(0.25)
+        time.sleep(0.5)
     phase.settle_seconds = time.monotonic() - settle_start
     after = proc_sample(pid)
     phase.converge_cpu_seconds = after.cpu_seconds - before.cpu_seconds
@@ -345,6 +366,8 @@ def run_phase(stack: Stack, operator: OperatorProcess, count: int, seed: dict[st
         phase.children_median_seconds = sorted(done)[len(done) // 2]
     else:
         phase.notes.append(f"children of only {len(done)} of {count} CRs all applied")
+    last_write = max((audit_time(e) for e in events if is_write(e)), default=None)
+    phase.quiet_seconds = None if last_write is None else last_write - t0
     total = count_requests(events)
     per_cr = per_cr_counts(events, names)
     shared = per_cr.pop(SHARED)
@@ -370,6 +393,7 @@ def run_phase(stack: Stack, operator: OperatorProcess, count: int, seed: dict[st
     reconciles1 = _metrics(operator.metrics_port)
     idle = count_requests(plane.audit_events(user, mark))
     phase.idle_requests, phase.idle_writes, phase.idle_by_verb = idle.requests, idle.writes, idle.by_verb
+    phase.idle_writes_by_resource = idle.writes_by_resource
     phase.idle_cpu_seconds = after.cpu_seconds - before.cpu_seconds
     phase.rss_mib = after.rss_bytes / 2**20
     phase.rss_max_mib = max(rss) / 2**20
@@ -401,14 +425,15 @@ def _table(result: dict[str, Any]) -> Table:
     table = Table(title=f"glm-operator on the local cluster ({result['machine']['cpus']} CPUs, {result['date']}); "
                         f"control plane cold start {cp['bring_up_seconds']:.1f} s with {cp['nodes']} nodes, "
                         f"operator start {cp['operator_start_seconds']:.1f} s")
-    for header in ("CRs", "kubectl apply s", "→ children s", "→ Ready s", "req/CR", "writes/CR", "busy CPU s",
-                   "idle req", "idle writes", "idle reconciles", "idle CPU s", "RSS MiB"):
+    for header in ("CRs", "kubectl apply s", "→ children s", "→ Ready s", "→ quiet s", "req/CR", "writes/CR",
+                   "busy CPU s", "idle req", "idle writes", "idle reconciles", "idle CPU s", "RSS MiB"):
         table.add_column(header, justify="right")
     for p in result["phases"]:
         table.add_row(
             str(p["crs"]), sec(p["apply_seconds"]), sec(p["children_seconds"]),
             sec(p["ready_seconds"]) if p["ready_seconds"] is not None else f"{p['ready_count']}/{p['crs']} Ready",
-            f"{p['requests_per_cr']:.1f}", f"{p['writes_per_cr']:.1f}", f"{p['converge_cpu_seconds']:.1f}",
+            sec(p["quiet_seconds"]), f"{p['requests_per_cr']:.1f}", f"{p['writes_per_cr']:.1f}",
+            f"{p['converge_cpu_seconds']:.1f}",
             str(p["idle_requests"]), str(p["idle_writes"]),
             "—" if p["idle_reconciles"] is None else f"{p['idle_reconciles']:.0f}",
             f"{p['idle_cpu_seconds']:.2f} / {p['idle_window_seconds']:.0f} s", f"{p['rss_mib']:.0f}",
@@ -426,6 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="idle window, seconds (default 2.5 × resync: spans at least two resync passes)")
     parser.add_argument("--gpu-nodes", type=int, default=None, help="fake 8×H200 nodes (default 2 × largest count)")
     parser.add_argument("--timeout", type=float, default=180.0, help="per count: seconds to wait for Ready")
+    parser.add_argument("--settle-timeout", type=float, default=240.0,
+                        help="per count: seconds to wait, after Ready, for the operator to stop writing (default 240)")
     parser.add_argument("--state-dir", type=Path, default=None, help="cluster state directory (default: temporary)")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.counts.split(",") if c.strip()]
@@ -457,7 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stack = bring_up(args.state_dir, nodes=nodes, progress=progress)
     result: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_at_start": os.getloadavg()},
         "seed": str(SEED.relative_to(ROOT)),
         "resync_seconds": args.resync,
         "goals": {"ready_200_seconds": 15, "idle_requests": 0, "idle_writes": 0, "idle_cpu_seconds": "≈ 0"},
@@ -472,11 +500,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"operator pid {operator.managed.popen.pid} as {stack.operator_user} (log {operator.managed.log})")
         for i, count in enumerate(counts):
             phase = run_phase(stack, operator, count, seed, resync=args.resync, window=window, timeout=args.timeout,
+                              settle_timeout=args.settle_timeout,
                               cleanup=i < len(counts) - 1, log=log)
             result["phases"].append(asdict(phase))
             for note in phase.notes:
                 log(f"[yellow]{count} CRs: {note}[/]")
         log_text = operator.managed.log.read_text(errors="replace")
+        result["machine"]["loadavg_at_end"] = os.getloadavg()
         result["operator_log"] = {"path": str(operator.managed.log), "errors": log_text.count(" ERROR "),
                                   "tracebacks": log_text.count("Traceback")}
     finally:
@@ -484,7 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(_table(result))
     console.print(f"goals: 200 CRs Ready < 15 s after the control plane is up; idle 0 requests, 0 writes, CPU ≈ 0; "
                   f"operator log: {result['operator_log']['errors']} ERROR lines, "
-                  f"{result['operator_log']['tracebacks']} tracebacks")
+                  f"{result['operator_log']['tracebacks']} tracebacks; load average at start/end "
+                  f"{result['machine']['loadavg_at_start'][0]:.1f}/{result['machine']['loadavg_at_end'][0]:.1f}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     console.print(f"wrote {args.json}")
