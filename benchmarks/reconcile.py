@@ -39,14 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from glm_localcluster.nodes import NodeSpec
-from glm_localcluster.operator_process import OperatorProcess, start_operator
-from glm_localcluster.stack import Stack, bring_up
-from glm_localcluster.weights import weights_volume
 from kubernetes import client
 from rich.console import Console
 from rich.table import Table
 
+from glm_localcluster.nodes import NodeSpec
+from glm_localcluster.operator_process import OperatorProcess, start_operator
+from glm_localcluster.stack import Stack, bring_up
+from glm_localcluster.weights import weights_volume
 from glm_operator.api.load import parse
 from glm_operator.api.spec import API_GROUP, API_VERSION, PLURAL
 from glm_operator.cluster.kinds import kind_of
