@@ -90,9 +90,9 @@ chart: $(STAMP) $(HELM) ## Lint and render the Helm chart (default values and ci
 images: ## Build images/vllm-glm and images/operator with docker buildx (needs a Docker engine; else says why and fails)
 	@bash images/build.sh
 
-bench: $(STAMP) ## Benchmarks: plan+validate+render median (target < 50 ms), requests per reconcile and apply→children latency on the emulator
+bench: $(STAMP) cluster-binaries ## Benchmarks: plan+validate+render median (< 50 ms); the operator on the local cluster with 1/50/200 CRs: apply→children/Ready/quiet, requests and writes per CR, idle resync requests, CPU and RSS (table + benchmarks/results/reconcile.json; BENCH_ARGS="--counts 1,50")
 	$(BIN)/python -m benchmarks.plan
-	$(BIN)/python -m benchmarks.reconcile
+	$(BIN)/python -m benchmarks.reconcile $(BENCH_ARGS)
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache kernels/.pytest_cache kernels/.mypy_cache
