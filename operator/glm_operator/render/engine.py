@@ -16,11 +16,11 @@ from typing import Any
 from glm_operator import versions
 from glm_operator.api.quantity import canonical_cpu, format_bytes, parse_bytes
 from glm_operator.api.spec import GLMDeploymentSpec, RoleSpec
+from glm_operator.plan.engine_args import SHUTDOWN_DRAIN_S, WEIGHTS_MOUNT, vllm_args
 from glm_operator.plan.memory import host_memory_bytes
 from glm_operator.plan.ports import SIDECAR_CONTAINER, VLLM_CONTAINER, RolePorts, role_ports
 from glm_operator.plan.profiles import GPU_PRODUCT_LABEL, gpu_profile
 from glm_operator.render import names
-from glm_operator.plan.engine_args import SHUTDOWN_DRAIN_S, WEIGHTS_MOUNT, vllm_args
 
 HF_HOME = "/cache/huggingface"
 #: Probe periods (seconds). Startup failureThreshold = startupTimeoutSeconds / period.

@@ -20,8 +20,8 @@ import yaml
 
 from glm_operator import versions
 from glm_operator.api.spec import GLMDeploymentSpec
-from glm_operator.render import names
 from glm_operator.plan.engine_args import max_model_len
+from glm_operator.render import names
 from glm_operator.render.monitoring import epp_metrics_args
 
 EPP_GRPC_PORT = 9002
