@@ -14,7 +14,7 @@ CHART := charts/glm-operator
 # A real helm v3 from a PyPI wheel (glm_localcluster.helm); the chart tests and the local cluster use it.
 HELM := $(VENV)/tools/helm
 
-.PHONY: help venv cluster-binaries run test lint unit test-kernels bench-kernels check-vllm-symbols crds golden render plan chart images bench clean
+.PHONY: help venv cluster-binaries run test lint unit test-kernels bench-kernels check-vllm-symbols test-oracle flag-tables crds golden render plan chart images bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -50,8 +50,8 @@ run: $(STAMP) $(HELM) ## Main job: the operator on the cluster of KUBECONFIG, el
 
 test: lint unit test-kernels ## Lint, then every test (unit, golden, schema, end-to-end on the real local cluster, `make run` itself, kernels)
 
-unit: $(STAMP) $(HELM) cluster-binaries ## Run the operator test suite only (tests/, incl. e2e on the local cluster; never imports torch)
-	$(BIN)/pytest -q
+unit: $(STAMP) $(HELM) cluster-binaries ## Run the operator test suite (tests/, incl. e2e on the local cluster, not tests/oracle; never imports torch)
+	$(BIN)/pytest -q --ignore=tests/oracle
 
 test-kernels: $(KSTAMP) ## Kernel tests on CPU: references, Triton kernels under TRITON_INTERPRET=1, 8-rank gloo PCP/DCP
 	cd kernels && ../$(BIN)/pytest -q
@@ -63,6 +63,16 @@ check-vllm-symbols: $(KSTAMP) ## Download the pinned vLLM wheel (~330 MB, cached
 	@ls $(VLLM_WHEEL_DIR)/vllm-$(VLLM_PIN)-*.whl >/dev/null 2>&1 || \
 		$(BIN)/python -m pip download -q --no-deps -d $(VLLM_WHEEL_DIR) vllm==$(VLLM_PIN)
 	cd kernels && GLM_VLLM_WHEEL=$$(ls $(VLLM_WHEEL_DIR)/vllm-$(VLLM_PIN)-*.whl | head -1) ../$(BIN)/pytest -q tests/test_vllm_wheel.py
+
+ORACLE_RELEASES := 0.32.0 0.33.0
+
+test-oracle: $(STAMP) ## vLLM oracle: each release's own `vllm serve` parser judges every rendered command line (venvs in .oracle/, wheels cached; GLM_SKIP_VLLM_ORACLE=1 opts out)
+	@for r in $(ORACLE_RELEASES); do bash oracle/setup_venv.sh $$r; done
+	$(BIN)/pytest -q tests/oracle
+
+flag-tables: ## Regenerate operator/glm_operator/plan/vllm_flags/<release>.json from each release's wheel (review the diff)
+	@for r in $(ORACLE_RELEASES); do bash oracle/setup_venv.sh $$r && \
+		.oracle/vllm-$$r/bin/python oracle/flag_table.py > operator/glm_operator/plan/vllm_flags/$$r.json; done
 
 lint: $(KSTAMP) ## ruff + mypy (strict on the pure layers api/plan/render; kernels: typed defs, own config)
 	$(BIN)/ruff check operator tests benchmarks kernels tools

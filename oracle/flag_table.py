@@ -1,6 +1,7 @@
 """Write the flag table of the vLLM release installed in this venv: every option of `vllm serve`.
 
-Usage (inside .oracle/vllm-<release>): python oracle/flag_table.py > operator/glm_operator/plan/vllm_flags/<release>.json
+Usage (inside .oracle/vllm-<release>; `make flag-tables` does it):
+    python oracle/flag_table.py > operator/glm_operator/plan/vllm_flags/<release>.json
 Each entry: option strings, dest, value type, choices, nargs, whether it takes a value, its --no- form, deprecated.
 """
 
@@ -50,14 +51,14 @@ def table() -> dict[str, object]:
             "dest": action.dest,
             "type": _type_name(action),
             "choices": sorted(str(c) for c in action.choices) if action.choices is not None else None,
-            "nargs": action.nargs if isinstance(action.nargs, (int, str)) or action.nargs is None else str(action.nargs),
+            "nargs": action.nargs if action.nargs is None or isinstance(action.nargs, int | str) else str(action.nargs),
             "takes_value": takes_value,
             "deprecated": action in deprecated,
         })
     flags.sort(key=lambda f: f["options"][0])
     return {
         "vllm": vllm_env.VLLM_VERSION,
-        "generator": "oracle/flag_table.py (vllm serve parser: make_arg_parser; torch replaced by oracle/torch_stub.py)",
+        "generator": "oracle/flag_table.py: the vllm serve parser (make_arg_parser), torch stubbed (torch_stub.py)",
         "allow_abbrev": serve.allow_abbrev,
         "positionals": positionals,
         "flags": flags,

@@ -113,7 +113,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.roots = roots
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname.split(".")[0] in self.roots:
+        if fullname.split(".", maxsplit=1)[0] in self.roots:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         if fullname.startswith("vllm."):  # vLLM's compiled kernels (_C, _moe_C, _flashmla_C, …) load as empty
             real = importlib.machinery.PathFinder.find_spec(fullname, path)

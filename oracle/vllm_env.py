@@ -11,13 +11,13 @@ import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
-import torch_stub  # noqa: E402
+import torch_stub
 
 torch_stub.install()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 
-import vllm.platforms as platforms  # noqa: E402
+from vllm import platforms  # noqa: E402
 from vllm.platforms.cuda import CudaPlatformBase  # noqa: E402
 from vllm.platforms.interface import DeviceCapability  # noqa: E402
 
@@ -66,7 +66,9 @@ try:  # 0.32.0
 except ModuleNotFoundError:  # 0.33.0 moved it
     from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
-from vllm.version import __version__ as VLLM_VERSION  # noqa: E402
+from vllm.version import __version__ as vllm_version  # noqa: E402
+
+VLLM_VERSION: str = vllm_version
 
 
 class ParseError(Exception):
