@@ -82,7 +82,8 @@ def test_valid_examples_pass_every_rule(example: Path) -> None:
     ("example", "path", "message"),
     [
         ("pcp-with-dp.yaml", ".spec.prefill.parallelism.data", "PCP > 1 with data parallelism is not supported"),
-        ("pcp-dcp-not-allowed.yaml", ".spec.prefill.parallelism.decodeContext", "decodeContext must be 1, prefillContext or"),
+        ("pcp-dcp-not-allowed.yaml", ".spec.prefill.parallelism.decodeContext",
+         "decodeContext must be 1, prefillContext or"),
         ("pcp1-tensor-not-multiple-of-dcp.yaml", ".spec.engine.parallelism.decodeContext", "tensor must be a multiple"),
         ("aggregated-with-decode-fields.yaml", ".spec.decode", "mode aggregated has one role"),
     ],

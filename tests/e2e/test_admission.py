@@ -54,7 +54,8 @@ def _locally_refused(cr: dict[str, Any]) -> list[str]:
     """Why our local model of the CRD refuses ``cr``: strict schema errors, then CEL rules after defaulting."""
     schema = _schema()
     errors = [e.message for e in jsonschema.Draft202012Validator(_strict(schema)).iter_errors(cr)]
-    return errors + [f"{path}: {message}" for path, message in violations(schema, apply_defaults(schema, copy.deepcopy(cr)))]
+    defaulted = apply_defaults(schema, copy.deepcopy(cr))
+    return errors + [f"{path}: {message}" for path, message in violations(schema, defaulted)]
 
 
 def _apply(stack: Stack, namespace: str, doc: dict[str, Any], *args: str) -> tuple[bool, str]:
@@ -132,7 +133,8 @@ def test_an_unknown_field_is_refused_by_apply_and_pruned_only_by_a_lax_create(st
         assert 'strict decoding error: unknown field "spec.prefil"' in strict.stderr
         lax = stack.run("kubectl", ["create", "--validate=false", "-n", namespace, "-f", "-"], stdin=doc, check=False)
         assert lax.returncode == 0, lax.stderr
-        stored = yaml.safe_load(stack.run("kubectl", ["get", "glmd", example.stem, "-n", namespace, "-o", "yaml"]).stdout)
+        got = stack.run("kubectl", ["get", "glmd", example.stem, "-n", namespace, "-o", "yaml"])
+        stored = yaml.safe_load(got.stdout)
         assert "prefil" not in stored["spec"] and stored["spec"]["model"]["name"] == "zai-org/GLM-5.3-FP8"
     finally:
         stack.run("kubectl", ["delete", "namespace", namespace, "--wait=false"], check=False)
