@@ -65,7 +65,7 @@ class FaultProxy:
     _thread: threading.Thread | None = None
 
     def __post_init__(self) -> None:
-        self._rng = random.Random(self.seed)  # noqa: S311 (fault injection, not cryptography)
+        self._rng = random.Random(self.seed)
 
     async def start(self) -> str:
         """Listen on a free port of 127.0.0.1; returns the proxy's URL (``http://127.0.0.1:<port>``)."""

@@ -3,8 +3,9 @@
 Watch events prove the connection works (:meth:`ApiHealth.touch`, called from every index
 handler). In a quiet cluster, when no event arrived for :attr:`ApiHealth.quiet_seconds` (or for half
 the bound, if that is shorter), the probe makes one cheap request (``GET /version``). The operator is
-unhealthy when neither succeeded for longer than :attr:`ApiHealth.bound_seconds` (``GLM_LIVENESS_BOUND_SECONDS``, default 120), so
-Kubernetes restarts a pod whose watches are dead instead of leaving it "alive" for ever.
+unhealthy when neither succeeded for longer than :attr:`ApiHealth.bound_seconds`
+(``GLM_LIVENESS_BOUND_SECONDS``, default 120), so Kubernetes restarts a pod whose watches are dead
+instead of leaving it "alive" for ever.
 """
 
 from __future__ import annotations
