@@ -36,11 +36,12 @@ def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
 
 
 def violations(schema: dict[str, Any], value: Any, path: str = "") -> list[tuple[str, str]]:
-    """``(path, message)`` of every rule that evaluates to false."""
+    """``(path, message)`` of every rule that evaluates to false; the path ends with the rule's ``fieldPath``, as in
+    the API server's refusal."""
     found = []
     for rule in schema.get("x-kubernetes-validations", []):
         if not cel.evaluate(rule["rule"], {"self": value}):
-            found.append((path, rule["message"]))
+            found.append((path + rule.get("fieldPath", ""), rule["message"]))
     if isinstance(value, dict):
         for name, sub in schema.get("properties", {}).items():
             if name in value:
@@ -80,10 +81,11 @@ def test_valid_examples_pass_every_rule(example: Path) -> None:
 @pytest.mark.parametrize(
     ("example", "path", "message"),
     [
-        ("pcp-with-dp.yaml", ".spec.prefill.parallelism", "PCP > 1 with data parallelism is not supported"),
-        ("pcp-dcp-not-allowed.yaml", ".spec.prefill.parallelism", "decodeContext must be 1, prefillContext or"),
-        ("pcp1-tensor-not-multiple-of-dcp.yaml", ".spec.engine.parallelism", "tensor must be a multiple"),
-        ("aggregated-with-decode-fields.yaml", ".spec", "mode aggregated has one role"),
+        ("pcp-with-dp.yaml", ".spec.prefill.parallelism.data", "PCP > 1 with data parallelism is not supported"),
+        ("pcp-dcp-not-allowed.yaml", ".spec.prefill.parallelism.decodeContext",
+         "decodeContext must be 1, prefillContext or"),
+        ("pcp1-tensor-not-multiple-of-dcp.yaml", ".spec.engine.parallelism.decodeContext", "tensor must be a multiple"),
+        ("aggregated-with-decode-fields.yaml", ".spec.decode", "mode aggregated has one role"),
     ],
 )
 def test_cross_field_bad_input_fails_its_rule(example: str, path: str, message: str) -> None:

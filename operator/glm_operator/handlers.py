@@ -49,10 +49,12 @@ from kubernetes import client
 from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, PLURAL
 from glm_operator.cluster import errors
 from glm_operator.cluster.apiclient import make_api_client
+from glm_operator.cluster.drift import object_key
 from glm_operator.cluster.health import BOUND_ENV, ApiHealth, ApiUnreachableError
 from glm_operator.cluster.index import (
     CHILD_INDEX_IDS,
     DEPLOYMENT_INDEX_ID,
+    ChildKey,
     ClusterIndex,
     index_child,
     index_deployment,
@@ -99,10 +101,26 @@ def _cluster() -> KubeCluster:
     return STATE.cluster
 
 
+def _live_children(namespace: str, name: str) -> dict[ChildKey, dict[str, Any]] | None:
+    """The CR's children from the index; after a listing event, from one LIST that also finds the index's ghosts
+    (``None``: the index is cold or the LIST failed, the reconcile lists and reports a failure itself)."""
+    index = STATE.index
+    indexed = index.children(namespace, name)
+    if indexed is None or not index.needs_verification(namespace, name):
+        return indexed
+    started = index.clock()
+    try:
+        listed = {object_key(obj): obj for obj in _cluster().list_children(namespace, name)}
+    except Exception:
+        return None
+    index.verified(namespace, name, started, indexed=indexed, listed=listed)
+    return listed
+
+
 def _reconcile_measured(body: dict[str, Any]) -> Outcome:
-    """One reconcile in a worker thread, children from the index (or a LIST while it is cold)."""
+    """One reconcile in a worker thread, children from the index (or a LIST while it is cold or unverified)."""
     meta, started = body["metadata"], time.perf_counter()
-    outcome = reconcile(_cluster(), body, live=STATE.index.children(meta["namespace"], meta["name"]))
+    outcome = reconcile(_cluster(), body, live=_live_children(meta["namespace"], meta["name"]))
     seconds = time.perf_counter() - started
     if outcome.failure is not None and not outcome.failure.expected:
         metrics.record_exception(seconds, RuntimeError(outcome.failure.message))  # a bug: "Unexpected"
@@ -119,11 +137,14 @@ async def _run(body: dict[str, Any]) -> Outcome:
 
 
 async def _read(namespace: str, name: str) -> dict[str, Any] | None:
-    """The newest CR body: from the index when warm, else one GET."""
+    """The newest CR body: from the index when warm, else (or after a listing event) one GET."""
     indexed = STATE.index.deployment(namespace, name)
-    if indexed is not False:
+    if indexed is not False and not STATE.index.needs_verification(namespace, name):
         return indexed if isinstance(indexed, dict) else None
-    return await asyncio.to_thread(_cluster().read_deployment, namespace, name)
+    body = await asyncio.to_thread(_cluster().read_deployment, namespace, name)
+    if isinstance(indexed, dict) and (body is None or body["metadata"].get("uid") != indexed["metadata"].get("uid")):
+        STATE.index.ghost(str(indexed["metadata"].get("uid") or ""))  # deleted while the watch was down
+    return body
 
 
 def _report(body: dict[str, Any], outcome: Outcome, retry_in: float | None) -> None:
@@ -273,6 +294,8 @@ async def reconcile_handler(body: kopf.Body, **_: Any) -> None:
 def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_: Any) -> None:
     """Remember which GLMDeployments exist, for the periodic resync."""
     STATE.index.mark_warm()
+    if event.get("type") is None:  # kopf listed the kind (start-up or a broken watch): verify before trusting
+        STATE.index.note_listing()
     if event.get("type") == "DELETED":
         metrics.deployment_gone(namespace or "", name)
         _scheduler().forget(uid)
@@ -282,8 +305,15 @@ def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_:
 
 
 async def child_event(body: kopf.Body, event: kopf.RawEvent, **_: Any) -> None:
-    """A managed child changed or vanished: reconcile its owning GLMDeployment."""
+    """A managed child changed or vanished: reconcile its owning GLMDeployment.
+
+    A listing event (``type`` ``None``: kopf listed the kind at start-up or after a broken watch) reconciles the
+    owner too, echo or not: a sibling may have been deleted while the watch was down (no event says so), and the
+    reconcile verifies the children with a LIST (:mod:`glm_operator.cluster.index`)."""
     STATE.index.mark_warm()
+    listing = event.get("type") is None
+    if listing:
+        STATE.index.note_listing()
     namespace = body.metadata.namespace
     owner = next(
         (ref for ref in body.metadata.get("ownerReferences") or []
@@ -293,7 +323,7 @@ async def child_event(body: kopf.Body, event: kopf.RawEvent, **_: Any) -> None:
     if owner is None or namespace is None:
         return
     key = (body.get("apiVersion", ""), body.get("kind", ""), namespace, body.metadata.name or "")
-    version = None if event.get("type") == "DELETED" else body.metadata.get("resourceVersion")
+    version = None if event.get("type") == "DELETED" or listing else body.metadata.get("resourceVersion")
     await _scheduler().child_changed((owner.get("uid", ""), namespace, owner.get("name", "")), key, version)
 
 

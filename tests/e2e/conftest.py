@@ -187,6 +187,13 @@ async def operator_in_process(stack: Stack, namespace: str, monkeypatch: pytest.
                 await task
 
 
+def forbidden_requests(stack: Stack, user: str, since: int) -> list[tuple[str, str]]:
+    """``(verb, requestURI)`` of every request of ``user`` since audit offset ``since`` that the API server refused
+    with 403 (what the ``cluster`` fixture fails a test on, for the operator's ServiceAccount)."""
+    return [(e["verb"], e["requestURI"]) for e in stack.plane.audit_events(user, since)
+            if (e.get("responseStatus") or {}).get("code") == 403]
+
+
 @pytest.fixture
 async def cluster(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -197,8 +204,7 @@ async def cluster(
     admin = stack.plane.api_client()
     async with operator_in_process(stack, namespace, monkeypatch):
         yield Cluster(stack=stack, api=admin, namespace=namespace, audit_mark=mark)
-    forbidden = [(e["verb"], e["requestURI"]) for e in stack.plane.audit_events(stack.operator_user, mark)
-                 if (e.get("responseStatus") or {}).get("code") == 403]
+    forbidden = forbidden_requests(stack, stack.operator_user, mark)
     assert not forbidden, f"the chart's RBAC refused the operator: {forbidden}"
     errors = [
         r.getMessage() for r in caplog.records

@@ -61,9 +61,14 @@ LABEL_KEY_PATTERN = (
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 
-def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
-    """``x-kubernetes-validations`` for a model's JSON schema: ``(rule, message)`` pairs."""
-    return {"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in rules]}
+def _cel(*rules: tuple[str, str] | tuple[str, str, str]) -> dict[str, Any]:
+    """``x-kubernetes-validations`` for a model's JSON schema: ``(rule, message)`` or ``(rule, message, fieldPath)``.
+
+    ``fieldPath`` (relative to the object the rule is on, e.g. ``.memory``) is the field the API server names in its
+    refusal (``spec.gpu.memory: Invalid value: ...``); without it, it names the object (``spec.gpu``)."""
+    return {"x-kubernetes-validations": [
+        {"rule": rule[0], "message": rule[1], **({"fieldPath": rule[2]} if len(rule) == 3 else {})} for rule in rules
+    ]}
 
 
 class _Model(BaseModel):
@@ -198,8 +203,10 @@ class ModelSpec(_Model):
 
     model_config = ConfigDict(
         json_schema_extra=_cel(
-            ("self.profile != 'custom' || has(self.architecture)", "profile custom needs model.architecture"),
-            ("self.profile == 'custom' || !has(self.architecture)", "model.architecture is only for profile custom"),
+            ("self.profile != 'custom' || has(self.architecture)", "profile custom needs model.architecture",
+             ".architecture"),
+            ("self.profile == 'custom' || !has(self.architecture)", "model.architecture is only for profile custom",
+             ".architecture"),
         )
     )
 
@@ -272,6 +279,7 @@ class GpuSpec(_Model):
             (
                 "self.product in ['H200', 'B200', 'NVIDIA-H200', 'NVIDIA-B200'] || has(self.memory)",
                 "the planner knows H200 and B200; for another product set gpu.memory (memory per GPU)",
+                ".memory",
             ),
         )
     )
@@ -363,15 +371,17 @@ class ParallelismSpec(_Model):
 
     model_config = ConfigDict(
         json_schema_extra=_cel(
-            ("self.prefillContext == 1 || self.data == 1", "PCP > 1 with data parallelism is not supported"),
+            ("self.prefillContext == 1 || self.data == 1", "PCP > 1 with data parallelism is not supported", ".data"),
             (
                 "self.prefillContext > 1 || self.tensor % self.decodeContext == 0",
                 "with prefillContext 1, tensor must be a multiple of decodeContext",
+                ".decodeContext",
             ),
             (
                 "self.prefillContext == 1 || self.decodeContext == 1 || self.decodeContext == self.prefillContext"
                 " || self.decodeContext == self.tensor * self.prefillContext",
                 "with prefillContext > 1, decodeContext must be 1, prefillContext or tensor*prefillContext",
+                ".decodeContext",
             ),
         )
     )
@@ -703,10 +713,17 @@ class GLMDeploymentSpec(_Model):
             (
                 "self.mode == 'aggregated' || !has(self.engine)",
                 "engine is only for mode aggregated; use prefill and decode",
+                ".engine",
             ),
             (
-                "self.mode == 'disaggregated' || (!has(self.prefill) && !has(self.decode))",
+                "self.mode == 'disaggregated' || !has(self.prefill)",
                 "mode aggregated has one role: set engine, not prefill or decode",
+                ".prefill",
+            ),
+            (
+                "self.mode == 'disaggregated' || !has(self.decode)",
+                "mode aggregated has one role: set engine, not prefill or decode",
+                ".decode",
             ),
         )
     )

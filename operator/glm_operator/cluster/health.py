@@ -1,10 +1,11 @@
 """Liveness of the operator's connection to the API server, for kopf's ``/healthz`` probe.
 
 Watch events prove the connection works (:meth:`ApiHealth.touch`, called from every index
-handler). In a quiet cluster, when no event arrived for :attr:`ApiHealth.quiet_seconds`, the probe
-makes one cheap request (``GET /version``). The operator is unhealthy when neither succeeded for
-longer than :attr:`ApiHealth.bound_seconds` (``GLM_LIVENESS_BOUND_SECONDS``, default 120), so
-Kubernetes restarts a pod whose watches are dead instead of leaving it "alive" for ever.
+handler). In a quiet cluster, when no event arrived for :attr:`ApiHealth.quiet_seconds` (or for half
+the bound, if that is shorter), the probe makes one cheap request (``GET /version``). The operator is
+unhealthy when neither succeeded for longer than :attr:`ApiHealth.bound_seconds`
+(``GLM_LIVENESS_BOUND_SECONDS``, default 120), so Kubernetes restarts a pod whose watches are dead
+instead of leaving it "alive" for ever.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class ApiHealth:
 
     Attributes:
         bound_seconds: how long without contact is still healthy.
-        quiet_seconds: after this long without a watch event the probe pings the API server.
+        quiet_seconds: after this long without a watch event the probe pings the API server (or after half of
+            ``bound_seconds`` when that is shorter, so that a quiet cluster never outlives the bound unpinged).
         clock: ``time.monotonic`` (a fake in tests).
     """
 
@@ -59,7 +61,7 @@ class ApiHealth:
         Raises:
             ApiUnreachableError: no contact for more than :attr:`bound_seconds`.
         """
-        if self.clock() - self.last_contact >= self.quiet_seconds:
+        if self.clock() - self.last_contact >= min(self.quiet_seconds, self.bound_seconds / 2):
             try:
                 await ping()
             except Exception as exc:

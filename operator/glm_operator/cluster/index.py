@@ -13,6 +13,15 @@ handler call (:meth:`ClusterIndex.mark_warm`); before that :meth:`ClusterIndex.c
 ``None`` and the caller falls back to one LIST per kind for that CR, so a reconcile that runs early
 (e.g. the resync task) never prunes or re-creates children it has not seen yet.
 
+**Re-lists.** When a watch breaks for good (the API server restarted: ``410 Gone``), kopf LISTs the kind again
+and delivers every object as a listing event (``type`` ``None``), but it never removes the index
+entries of objects deleted while the watch was down: they would stay in the index for ever, and a
+reconcile would never re-create a child deleted during an API server outage. So every listing event
+(:meth:`ClusterIndex.note_listing`) makes each CR's next reconcile verify its children with one LIST
+(:meth:`ClusterIndex.needs_verification`); indexed objects that LIST did not return are *ghosts*
+(:meth:`ClusterIndex.verified`), never returned again (uids are unique). The CR itself is read with a
+GET then too, and a CR that is gone becomes a ghost (:meth:`ClusterIndex.ghost`).
+
 A freshly applied child may reach the index a moment after the reconcile that wrote it; a
 reconcile in that window sees the older object and at worst sends an idempotent server-side apply
 again (no prune: pruning only deletes objects the index shows and the spec does not want, and a
@@ -21,7 +30,8 @@ again (no prune: pruning only deletes objects the index shows and the spec does 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from glm_operator.cluster.drift import object_key
@@ -68,19 +78,48 @@ def index_deployment(body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str,
 class ClusterIndex:
     """Read access to kopf's indices (live mappings ``key → collection of values``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._indices: Mapping[str, Mapping[Any, Iterable[dict[str, Any]]]] = {}
         self.warm = False
+        self.clock = clock
+        #: When the last listing event arrived (``-inf``: none since the operator started).
+        self.listed_at = float("-inf")
+        #: ``(namespace, CR name)`` → when its children were last verified with a LIST.
+        self.verified_at: dict[tuple[str, str], float] = {}
+        #: uids of indexed objects that no longer exist.
+        self.ghosts: set[str] = set()
 
     def bind(self, indices: Mapping[str, Any]) -> None:
         """Keep the kopf indices of a new operator run (the startup handler's kwargs); not warm yet."""
         self._indices = {key: value for key, value in indices.items()
                          if key in CHILD_INDEX_IDS.values() or key == DEPLOYMENT_INDEX_ID}
         self.warm = False
+        self.listed_at, self.verified_at = float("-inf"), {}
 
     def mark_warm(self) -> None:
         """Every initial listing is indexed (called from kopf's non-indexing handlers)."""
         self.warm = bool(self._indices)
+
+    def note_listing(self) -> None:
+        """A listing event (kopf listed a kind: at start-up, or again after a broken watch)."""
+        self.listed_at = self.clock()
+
+    def needs_verification(self, namespace: str, cr_name: str) -> bool:
+        """Whether the CR and its children must be read from the API server once (a listing happened since)."""
+        return self.warm and self.verified_at.get((namespace, cr_name), float("-inf")) < self.listed_at
+
+    def verified(self, namespace: str, cr_name: str, started: float, *, indexed: Mapping[ChildKey, dict[str, Any]],
+                 listed: Mapping[ChildKey, dict[str, Any]]) -> None:
+        """The CR's children were LISTed (the LIST started at ``started``, after ``indexed`` was read from the
+        index): indexed objects the LIST did not return are ghosts."""
+        alive = {_uid(obj) for obj in listed.values()}
+        self.ghosts |= {_uid(obj) for obj in indexed.values()} - alive - {""}
+        self.verified_at[(namespace, cr_name)] = started
+
+    def ghost(self, uid: str) -> None:
+        """An indexed object (e.g. a GLMDeployment) that a GET found gone."""
+        if uid:
+            self.ghosts.add(uid)
 
     def children(self, namespace: str, cr_name: str) -> dict[ChildKey, dict[str, Any]] | None:
         """Children of CR ``cr_name`` keyed by ``(apiVersion, kind, name)``, or ``None`` while not warm
@@ -91,7 +130,8 @@ class ClusterIndex:
         for index_id in CHILD_INDEX_IDS.values():
             index = self._indices.get(index_id)
             for obj in (index.get((namespace, cr_name)) if index is not None else None) or ():
-                found[object_key(obj)] = obj
+                if _uid(obj) not in self.ghosts:
+                    found[object_key(obj)] = obj
         return found
 
     def deployment(self, namespace: str, name: str) -> dict[str, Any] | bool | None:
@@ -99,5 +139,10 @@ class ClusterIndex:
         if not self.warm:
             return False
         index = self._indices.get(DEPLOYMENT_INDEX_ID)
-        values = list((index.get((namespace, name)) if index is not None else None) or ())
+        values = [v for v in (index.get((namespace, name)) if index is not None else None) or ()
+                  if _uid(v) not in self.ghosts]
         return values[-1] if values else None
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")

@@ -50,3 +50,19 @@ async def test_watch_events_or_a_successful_ping_keep_it_alive() -> None:
     clock.now += 200
     health.touch()
     assert await health.check(up) == 0
+
+
+async def test_a_bound_shorter_than_the_quiet_period_pings_before_it_expires() -> None:
+    """With GLM_LIVENESS_BOUND_SECONDS=5 an idle operator (no watch event) whose API server answers stays alive: the
+    probe pings once half the bound passed without contact, not only after the 30 s quiet period."""
+    clock = Clock()
+    health = ApiHealth(bound_seconds=5, quiet_seconds=30, clock=clock)
+    pings: list[float] = []
+
+    async def up() -> None:
+        pings.append(clock.now)
+
+    for _ in range(10):
+        clock.now += 4
+        assert await health.check(up) <= 4
+    assert pings

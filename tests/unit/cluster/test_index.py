@@ -44,3 +44,36 @@ def test_children_only_once_warm_and_per_cr() -> None:
     found = index.deployment("ns", "a")
     assert isinstance(found, dict) and found["metadata"]["uid"] == "u"
     assert index.deployment("ns", "b") is None
+
+
+def _with_uid(obj: dict[str, Any], uid: str) -> dict[str, Any]:
+    obj["metadata"]["uid"] = uid
+    return obj
+
+
+def test_a_child_deleted_while_the_watch_was_down_is_no_ghost_after_a_relist() -> None:
+    """kopf re-lists after a broken watch (API server restarted: 410 Gone) but never drops the index entries of
+    objects that vanished meanwhile. After a listing event, a CR's children need one LIST to verify them; indexed
+    objects the LIST did not return are ghosts from then on."""
+    clock = iter(range(100, 1000))
+    index = ClusterIndex(clock=lambda: float(next(clock)))
+    sts = _kopf_like([index_child(_with_uid(_sts("a-decode", "a"), "old"), "apps/v1", "StatefulSet"),
+                      index_child(_with_uid(_sts("a-prefill", "a"), "p"), "apps/v1", "StatefulSet")])
+    crs = _kopf_like([index_deployment({"metadata": {"name": "a", "namespace": "ns", "uid": "u"}})])
+    index.bind({CHILD_INDEX_IDS["statefulsets"]: sts, DEPLOYMENT_INDEX_ID: crs})
+    index.mark_warm()
+    assert not index.needs_verification("ns", "a")
+    index.note_listing()  # a listing event (type None) of any watched kind
+    assert index.needs_verification("ns", "a")
+    started = index.clock()
+    indexed = index.children("ns", "a") or {}
+    listed = {k: v for k, v in indexed.items() if v["metadata"]["uid"] != "old"}  # a-decode was deleted
+    index.verified("ns", "a", started, indexed=indexed, listed=listed)
+    assert not index.needs_verification("ns", "a")
+    assert list(index.children("ns", "a") or {}) == [("apps/v1", "StatefulSet", "a-prefill")]
+    # the re-created StatefulSet (a new uid) is indexed normally
+    sts[("ns", "a")].append(index_child(_with_uid(_sts("a-decode", "a"), "new"), "apps/v1", "StatefulSet")[("ns", "a")])
+    found = index.children("ns", "a") or {}
+    assert found[("apps/v1", "StatefulSet", "a-decode")]["metadata"]["uid"] == "new"
+    index.ghost("u")  # a CR deleted while the watch was down
+    assert index.deployment("ns", "a") is None
