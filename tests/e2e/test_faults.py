@@ -5,9 +5,8 @@ Each test runs the operator as users do (``glmctl run -n <namespace>`` as a subp
 token, :func:`glm_localcluster.operator_process.start_operator`) so that it can be killed, stopped or pointed at a
 proxy, and checks its log for tracebacks. Waits are bounded; nothing asserts how long something took.
 
-Processes (the operator, kube-apiserver) are started from the main thread, never from ``asyncio.to_thread``: the
-supervisor gives each child ``PR_SET_PDEATHSIG``, which fires when the *thread* that started it exits, so a child
-started from an executor thread is killed when the test's event loop shuts its executor down.
+Every process is forked by the supervisor's one long-lived spawner thread (``PR_SET_PDEATHSIG`` fires when the
+*thread* that started a child exits), so a test may start or stop them from any thread.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Every process gets ``PR_SET_PDEATHSIG=SIGKILL`` (Linux), so a parent killed with SIGKILL still leaves no process
 behind; :meth:`Supervisor.stop` sends SIGTERM to each group in reverse start order, then SIGKILL after a grace period.
+Linux sends that signal when the *thread* that forked the child exits, so every process is started from one
+long-lived thread of the module (:data:`_SPAWNER`), never from a short-lived worker (``asyncio.to_thread``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+#: The one thread that forks every child (lives as long as the interpreter).
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="glm-localcluster-spawner")
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -80,10 +85,11 @@ class Supervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
         with log.open("ab") as out:
-            popen = subprocess.Popen(
+            popen: subprocess.Popen[bytes] = _SPAWNER.submit(
+                subprocess.Popen,
                 list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, **(env or {})}, start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
-            )
+                env={**os.environ, **(env or {})}, start_new_session=True, preexec_fn=_die_with_parent,
+            ).result()
         managed = Managed(name, popen, log)
         self.started.append(managed)
         return managed
