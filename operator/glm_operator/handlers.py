@@ -50,6 +50,7 @@ from glm_operator.api.spec import API_GROUP, API_VERSION, KIND, PLURAL
 from glm_operator.cluster import errors
 from glm_operator.cluster.apiclient import make_api_client
 from glm_operator.cluster.drift import object_key
+from glm_operator.cluster.env import env_seconds
 from glm_operator.cluster.health import BOUND_ENV, ApiHealth, ApiUnreachableError
 from glm_operator.cluster.index import (
     CHILD_INDEX_IDS,
@@ -62,7 +63,7 @@ from glm_operator.cluster.index import (
 from glm_operator.cluster.kinds import CHILD_KINDS
 from glm_operator.cluster.kube import KubeCluster
 from glm_operator.cluster.reconcile import Outcome, plain, reconcile, report
-from glm_operator.cluster.scheduler import Backoff, ReconcileScheduler, _env_seconds, resync_seconds_from_env
+from glm_operator.cluster.scheduler import Backoff, ReconcileScheduler, resync_seconds_from_env
 from glm_operator.observe import metrics
 from glm_operator.render import names
 
@@ -164,7 +165,7 @@ def watch_timeouts() -> tuple[int, int, int]:
     kube-apiserver parses it as an integer and answers 400 to ``300.0``. client: server + 30, so a silent
     connection is dropped instead of waited on. connect: 10.
     """
-    server = max(1, int(_env_seconds("GLM_WATCH_SERVER_TIMEOUT_SECONDS", 300.0)))
+    server = max(1, int(env_seconds("GLM_WATCH_SERVER_TIMEOUT_SECONDS", 300.0)))
     return server, server + 30, 10
 
 
@@ -188,7 +189,7 @@ async def configure(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     if STATE.scheduler is not None:
         await STATE.scheduler.close()
     STATE.scheduler = None
-    STATE.health = ApiHealth(bound_seconds=_env_seconds(BOUND_ENV, 120.0))
+    STATE.health = ApiHealth(bound_seconds=env_seconds(BOUND_ENV, 120.0))
     STATE.resync_task = asyncio.create_task(_scheduler().resync_forever(RESYNC_SECONDS), name="glm-resync")
     metrics.start_from_env()  # GLM_METRICS_PORT, default 8080; 0 = off
 

@@ -15,6 +15,7 @@ from typing import Any, Final
 from kubernetes import client, config
 
 from glm_operator import __version__
+from glm_operator.cluster.env import env_seconds
 
 #: Default total timeout of one API request, in seconds (override with ``GLM_API_TIMEOUT_SECONDS``).
 #: Far above a healthy API server's latency for the operator's calls (a LIST of one CR's children,
@@ -52,16 +53,7 @@ def timeout_from_env() -> float:
     Raises:
         ValueError: the variable is set but not a positive number (names the variable and value).
     """
-    raw = os.environ.get(TIMEOUT_ENV)
-    if raw is None or raw == "":
-        return DEFAULT_TIMEOUT_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r} is not a positive number of seconds; unset it or use e.g. 60")
-    return value
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
 
 
 def make_api_client(timeout_seconds: float | None = None) -> TimeoutApiClient:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from glm_operator.cluster.env import env_seconds
 from glm_operator.cluster.errors import classify
 from glm_operator.cluster.reconcile import Outcome
 
@@ -51,26 +51,13 @@ ReportFn = Callable[[dict[str, Any], Outcome, float | None], None]
 SleepFn = Callable[[float], Awaitable[None]]
 
 
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "")
-    if raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(f"{name}={raw!r} is not a positive number of seconds; unset it or use e.g. {default:g}")
-    return value
-
-
 def resync_seconds_from_env() -> float:
     """``$GLM_RESYNC_SECONDS``: seconds between passes over every known CR (default 300).
 
     Raises:
         ValueError: not a positive number.
     """
-    return _env_seconds(RESYNC_ENV, 300.0)
+    return env_seconds(RESYNC_ENV, 300.0)
 
 
 @dataclass(frozen=True)
@@ -100,8 +87,8 @@ class Backoff:
         Raises:
             ValueError: a variable is set but not a positive number.
         """
-        base = _env_seconds(RETRY_DELAY_ENV, cls.base)
-        cap = max(base, _env_seconds(RETRY_MAX_DELAY_ENV, cls.cap))
+        base = env_seconds(RETRY_DELAY_ENV, cls.base)
+        cap = max(base, env_seconds(RETRY_MAX_DELAY_ENV, cls.cap))
         return cls(base=base, cap=cap)
 
 
