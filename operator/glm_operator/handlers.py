@@ -295,8 +295,7 @@ async def reconcile_handler(body: kopf.Body, **_: Any) -> None:
 def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_: Any) -> None:
     """Remember which GLMDeployments exist, for the periodic resync."""
     STATE.index.mark_warm()
-    if event.get("type") is None:  # kopf listed the kind (start-up or a broken watch): verify before trusting
-        STATE.index.note_listing()
+    STATE.index.note_event(uid, listing=event.get("type") is None)  # a re-list: verify before trusting the index
     if event.get("type") == "DELETED":
         metrics.deployment_gone(namespace or "", name)
         _scheduler().forget(uid)
@@ -308,13 +307,11 @@ def track(event: kopf.RawEvent, uid: str, namespace: str | None, name: str, **_:
 async def child_event(body: kopf.Body, event: kopf.RawEvent, **_: Any) -> None:
     """A managed child changed or vanished: reconcile its owning GLMDeployment.
 
-    A listing event (``type`` ``None``: kopf listed the kind at start-up or after a broken watch) reconciles the
-    owner too, echo or not: a sibling may have been deleted while the watch was down (no event says so), and the
+    A re-list (a listing event of a child seen before: kopf listed the kind again after a broken watch) reconciles
+    the owner too, echo or not: a sibling may have been deleted while the watch was down (no event says so), and the
     reconcile verifies the children with a LIST (:mod:`glm_operator.cluster.index`)."""
     STATE.index.mark_warm()
-    listing = event.get("type") is None
-    if listing:
-        STATE.index.note_listing()
+    listing = STATE.index.note_event(body.metadata.uid or "", listing=event.get("type") is None)
     namespace = body.metadata.namespace
     owner = next(
         (ref for ref in body.metadata.get("ownerReferences") or []

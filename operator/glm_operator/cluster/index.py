@@ -16,8 +16,9 @@ handler call (:meth:`ClusterIndex.mark_warm`); before that :meth:`ClusterIndex.c
 **Re-lists.** When a watch breaks for good (the API server restarted: ``410 Gone``), kopf LISTs the kind again
 and delivers every object as a listing event (``type`` ``None``), but it never removes the index
 entries of objects deleted while the watch was down: they would stay in the index for ever, and a
-reconcile would never re-create a child deleted during an API server outage. So every listing event
-(:meth:`ClusterIndex.note_listing`) makes each CR's next reconcile verify its children with one LIST
+reconcile would never re-create a child deleted during an API server outage. So a listing event of an object the
+operator has already seen — a re-list, not the initial listing at start-up, whose index is authoritative
+(:meth:`ClusterIndex.note_event`) — makes each CR's next reconcile verify its children with one LIST
 (:meth:`ClusterIndex.needs_verification`); indexed objects that LIST did not return are *ghosts*
 (:meth:`ClusterIndex.verified`), never returned again (uids are unique). The CR itself is read with a
 GET then too, and a CR that is gone becomes a ghost (:meth:`ClusterIndex.ghost`).
@@ -88,21 +89,33 @@ class ClusterIndex:
         self.verified_at: dict[tuple[str, str], float] = {}
         #: uids of indexed objects that no longer exist.
         self.ghosts: set[str] = set()
+        #: uids of every object an event handler has seen (a listing event of one of them is a re-list).
+        self.seen: set[str] = set()
 
     def bind(self, indices: Mapping[str, Any]) -> None:
         """Keep the kopf indices of a new operator run (the startup handler's kwargs); not warm yet."""
         self._indices = {key: value for key, value in indices.items()
                          if key in CHILD_INDEX_IDS.values() or key == DEPLOYMENT_INDEX_ID}
         self.warm = False
-        self.listed_at, self.verified_at = float("-inf"), {}
+        self.listed_at, self.verified_at, self.seen = float("-inf"), {}, set()
 
     def mark_warm(self) -> None:
         """Every initial listing is indexed (called from kopf's non-indexing handlers)."""
         self.warm = bool(self._indices)
 
-    def note_listing(self) -> None:
-        """A listing event (kopf listed a kind: at start-up, or again after a broken watch)."""
-        self.listed_at = self.clock()
+    def note_event(self, uid: str, *, listing: bool) -> bool:
+        """An event handler got an event of object ``uid``; ``listing``: kopf listed its kind (``type`` ``None``).
+
+        Returns whether it is a re-list (a listing event of an object seen before, after a broken watch), which
+        makes every CR's next reconcile verify its children. The initial listing at start-up sees each object for
+        the first time and costs nothing: an operator restart makes only the initial LISTs.
+        """
+        relist = listing and uid in self.seen
+        if uid:
+            self.seen.add(uid)
+        if relist:
+            self.listed_at = self.clock()
+        return relist
 
     def needs_verification(self, namespace: str, cr_name: str) -> bool:
         """Whether the CR and its children must be read from the API server once (a listing happened since)."""

@@ -63,7 +63,12 @@ def test_a_child_deleted_while_the_watch_was_down_is_no_ghost_after_a_relist() -
     index.bind({CHILD_INDEX_IDS["statefulsets"]: sts, DEPLOYMENT_INDEX_ID: crs})
     index.mark_warm()
     assert not index.needs_verification("ns", "a")
-    index.note_listing()  # a listing event (type None) of any watched kind
+    # the initial listing at start-up: every object is seen for the first time, the index is authoritative
+    assert not index.note_event("p", listing=True) and not index.note_event("old", listing=True)
+    assert not index.needs_verification("ns", "a")
+    assert not index.note_event("p", listing=False)  # a watch event (MODIFIED) of a known object
+    assert not index.needs_verification("ns", "a")
+    assert index.note_event("p", listing=True)  # a listing event of a known object: kopf re-listed the kind
     assert index.needs_verification("ns", "a")
     started = index.clock()
     indexed = index.children("ns", "a") or {}
