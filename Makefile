@@ -37,10 +37,10 @@ $(HELM): | $(STAMP)
 
 venv: $(STAMP) $(HELM) ## Create/refresh the virtualenv (.venv) with runtime, test and lint dependencies
 
-cluster-binaries: ## Build the local cluster's binaries from pinned Go modules (first time ~6 min; cached in ~/.cache/glm-operator)
+cluster-binaries: ## Build the local cluster's binaries from pinned Go modules (first time ~7 min on a quiet 2-core machine; cached in ~/.cache/glm-operator)
 	@bash tools/cluster/build.sh >/dev/null
 
-run: $(STAMP) $(HELM) ## Main job: the operator on the cluster of KUBECONFIG, else on a local Kubernetes cluster (built from Go modules once) with examples/glm-5.3-pd.yaml (RUN_ONCE=1: exit once Ready)
+run: $(STAMP) $(HELM) ## Main job: a local Kubernetes cluster (fake H200 nodes), the chart, the operator and EXAMPLE (RUN_ONCE=1: exit 0 once Ready; STATE_DIR=dir); with KUBECONFIG set, the operator on that cluster
 	@if [ -n "$$KUBECONFIG" ]; then \
 		echo "KUBECONFIG=$$KUBECONFIG: running the operator against that cluster (Ctrl-C to stop)"; \
 		$(BIN)/glmctl run; \
