@@ -441,6 +441,31 @@ def _table(result: dict[str, Any]) -> Table:
     return table
 
 
+def measure_restart(stack: Stack, operator: OperatorProcess, count: int, *, resync: float,
+                    log: Callable[[str], None], quiet: float = 3.0, timeout: float = 120.0) -> dict[str, Any]:
+    """Restart the operator with ``count`` converged CRs: its requests (by verb) and writes until it is quiet.
+
+    Goal (issue 8): the initial LISTs and watches only, no write. Returns a dict with ``operator`` (the new one).
+    """
+    log(f"{count} CRs: restarting the operator")
+    stack.plane.supervisor.stop(operator.managed.name)
+    mark, started = stack.plane.audit_offset(), time.monotonic()
+    operator = start_operator(stack, name="operator-bench-restarted", env={"GLM_RESYNC_SECONDS": f"{resync:g}"})
+    last = [time.monotonic(), -1]
+
+    def settled() -> bool:
+        seen = len(stack.plane.audit_events(stack.operator_user, mark))
+        if seen != last[1]:
+            last[:] = [time.monotonic(), seen]
+        return time.monotonic() - last[0] >= quiet
+
+    _wait(settled, timeout, interval=0.25)
+    counts = count_requests(stack.plane.audit_events(stack.operator_user, mark))
+    log(f"{count} CRs: restart made {counts.requests} requests ({dict(counts.by_verb)}), {counts.writes} writes")
+    return {"operator": operator, "crs": count, "requests": counts.requests, "writes": counts.writes,
+            "by_verb": dict(counts.by_verb), "quiet_after_seconds": round(last[0] - started, 2)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns the exit code (1 only when the cluster or operator could not be started)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.reconcile", description=__doc__.splitlines()[0])
@@ -505,6 +530,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["phases"].append(asdict(phase))
             for note in phase.notes:
                 log(f"[yellow]{count} CRs: {note}[/]")
+        result["restart"] = measure_restart(stack, operator, counts[-1], resync=args.resync, log=log)
+        operator = result["restart"].pop("operator")
         log_text = operator.managed.log.read_text(errors="replace")
         result["machine"]["loadavg_at_end"] = os.getloadavg()
         result["operator_log"] = {"path": str(operator.managed.log), "errors": log_text.count(" ERROR "),
