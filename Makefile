@@ -40,8 +40,8 @@ venv: $(STAMP) $(HELM) ## Create/refresh the virtualenv (.venv) with runtime, te
 cluster-binaries: ## Build the local cluster's binaries from pinned Go modules (first time ~7 min on a quiet 2-core machine; cached in ~/.cache/glm-operator)
 	@bash tools/cluster/build.sh >/dev/null
 
-run: $(STAMP) $(HELM) ## Main job: a local Kubernetes cluster (fake H200 nodes), the chart, the operator and EXAMPLE (RUN_ONCE=1: exit 0 once Ready; STATE_DIR=dir); with KUBECONFIG set, the operator on that cluster
-	@if [ -n "$$KUBECONFIG" ]; then \
+run: $(STAMP) $(HELM) ## Main job: a local Kubernetes cluster (fake H200 nodes), the chart, the operator and EXAMPLE (RUN_ONCE=1: exit 0 once Ready; STATE_DIR=dir); with KUBECONFIG set (not a previous run's), the operator on that cluster
+	@if [ -n "$$KUBECONFIG" ] && ! grep -qs 'cluster: glm-local$$' "$$KUBECONFIG"; then \
 		echo "KUBECONFIG=$$KUBECONFIG: running the operator against that cluster (Ctrl-C to stop)"; \
 		$(BIN)/glmctl run; \
 	else \

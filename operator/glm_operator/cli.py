@@ -324,12 +324,36 @@ def check_cluster_config() -> str | None:
         except OSError as exc:
             return f"cannot load the Kubernetes configuration from {source}: {exc.strerror}; fix: {fix}"
     try:
-        make_api_client()
+        api = make_api_client()
     except ValueError as exc:  # GLM_API_TIMEOUT_SECONDS
         return str(exc)
     except Exception as exc:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().splitlines()[0]
         return f"cannot load the Kubernetes configuration from {source}: {problem}; fix: {fix}"
+    return _preflight(api, source)
+
+
+def _preflight(api: Any, source: str) -> str | None:
+    """One authenticated request (``GET /version``) before kopf starts: a wrong token or an unreachable server is
+    one line instead of kopf's retry loop and traceback; ``None`` when the API server answered."""
+    from kubernetes import client  # noqa: PLC0415
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+    from urllib3.exceptions import HTTPError  # noqa: PLC0415
+
+    host = api.configuration.host
+    urllib3_log = logging.getLogger("urllib3")
+    level, urllib3_log.level = urllib3_log.level, logging.ERROR  # its "Retrying …" warnings: the one line says it
+    try:
+        client.VersionApi(api).get_code(_request_timeout=min(api.default_timeout_seconds, 10.0))
+    except ApiException as exc:
+        return (f"the API server at {host} refused the credentials from {source} (HTTP {exc.status} {exc.reason}); "
+                "fix: renew the token or client certificate there, or use a kubeconfig of this cluster")
+    except (HTTPError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return (f"cannot reach the API server at {host} ({source}): {str(reason).splitlines()[0][:200]}; "
+                "fix: check the server address there and that the API server runs")
+    finally:
+        urllib3_log.setLevel(level)
     return None
 
 

@@ -10,6 +10,8 @@ Every process started here is stopped on exit, whatever the cause.
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
 import threading
 import time
@@ -39,8 +41,25 @@ def _ready(stack: Stack, namespace: str, name: str) -> tuple[bool, str]:
     return ready.get("status") == "True", f"Ready={ready.get('status')} ({ready.get('reason')}: {ready.get('message')})"
 
 
+def provision_claims(stack: Stack, done: set[tuple[str, str]]) -> None:
+    """Pre-bind a volume for every claim a GLMDeployment in the cluster mounts and ``done`` lacks (a stand-in for a
+    storage provisioner: pods with a missing claim are never scheduled). Adds what it created to ``done``."""
+    proc = stack.run("kubectl", ["get", "glmd", "-A", "-o", "json"], check=False)
+    if proc.returncode != 0:
+        return
+    for cr in json.loads(proc.stdout).get("items") or []:
+        for ns, claim in claims_of(cr):
+            if (ns, claim) not in done:
+                stack.kubectl_apply(weights_volume(ns, claim))
+                done.add((ns, claim))
+
+
 def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = None) -> int:
-    """Bring the stack up, apply ``example``, wait for Ready; returns the process exit code."""
+    """Bring the stack up, apply ``example``, wait for Ready; returns the process exit code.
+
+    Without ``state_dir`` the cluster lives in a new temporary directory, removed when the session ends well (kept,
+    with its logs, when it fails).
+    """
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -50,19 +69,24 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
     signal.signal(signal.SIGTERM, _on_signal)
     stack: Stack | None = None
     started = time.monotonic()
+    code = 1
+    claims: set[tuple[str, str]] = set()
     try:
         cr: dict[str, Any] = yaml.safe_load(example.read_text())
         stack = bring_up(state_dir, progress=lambda line: console.print(f"[dim]·[/] {line}"))
         operator = start_operator(stack)
         console.print(f"[dim]·[/] operator running as {stack.operator_user} (log: {operator.managed.log})")
+        kcfg = stack.plane.admin_kubeconfig
+        tools = f"{stack.kubectl.parent}:{stack.helm.parent}"
+        console.print(f"[dim]·[/] kubeconfig (admin): {kcfg} — while this runs:\n  export KUBECONFIG={kcfg}\n"
+                      f"  export PATH={tools}:$PATH   # this project's kubectl v1.36.3 and helm v3.19.0")
         namespace, name = cr["metadata"].get("namespace", "default"), cr["metadata"]["name"]
-        for ns, claim in claims_of(cr):
-            stack.kubectl_apply(weights_volume(ns, claim))
         console.print(f"[dim]·[/] kubectl apply -f {example}")
         console.print(stack.run("kubectl", ["apply", "-f", str(example)]).stdout.strip())
         deadline, state = time.monotonic() + timeout, ""
         while True:
             operator.managed.check()
+            provision_claims(stack, claims)
             ok, state = _ready(stack, namespace, name)
             if ok:
                 break
@@ -70,31 +94,34 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
                 console.print(f"[red]GLMDeployment {namespace}/{name} not Ready after {timeout:.0f} s: {state}[/]")
                 console.print(stack.run("kubectl", ["get", "pods", "-n", namespace, "-o", "wide"], check=False).stdout)
                 console.print(f"operator log: {operator.managed.log}")
-                return 1
+                return code
             time.sleep(0.5)
         console.print(f"[green]GLMDeployment {namespace}/{name} is Ready[/] ({time.monotonic() - started:.0f} s "
                       "after start)")
         for args in (["get", "glmd", "-A", "-o", "wide"], ["get", "statefulsets,pods", "-n", namespace, "-o", "wide"]):
             console.print(f"$ kubectl {' '.join(args)}")
             console.print(stack.run("kubectl", args).stdout.rstrip())
-        kcfg = stack.plane.admin_kubeconfig
-        tools = f"{stack.kubectl.parent}:{stack.helm.parent}"
-        console.print(f"\nkubeconfig (admin): {kcfg}\n  export KUBECONFIG={kcfg}\n"
-                      f"  export PATH={tools}:$PATH   # this project's kubectl v1.36.3 and helm v3.19.0")
         console.print(f"operator metrics: http://127.0.0.1:{operator.metrics_port}/metrics")
+        code = 0
         if once:
-            return 0
-        console.print("The cluster keeps running; Ctrl-C stops every process it started.")
+            return code
+        console.print(f"The cluster keeps running (export KUBECONFIG={kcfg}); Ctrl-C stops every process it started.")
         while not stop.is_set():
             stack.plane.supervisor.check()
+            provision_claims(stack, claims)
             time.sleep(1)
-        return 0
+        return code
     except KeyboardInterrupt:
-        return 0  # the user stopped it (Ctrl-C or SIGTERM): every process is stopped below
+        code = 0  # the user stopped it (Ctrl-C or SIGTERM): every process is stopped below
+        return code
     except (BuildError, ControlPlaneError, CommandFailedError, ProcessExitedError, TimeoutError) as exc:
         console.print(f"[red]glmctl dev: {exc}[/]")
-        return 1
+        return code
     finally:
         if stack is not None:
             console.print("[dim]·[/] stopping the operator and the control plane")
             stack.stop()
+            if state_dir is None and code == 0:
+                shutil.rmtree(stack.plane.root, ignore_errors=True)  # PKI keys and data of a finished session
+            elif code != 0:
+                console.print(f"[dim]·[/] logs kept in {stack.plane.root / 'logs'}")

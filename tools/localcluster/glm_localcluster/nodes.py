@@ -29,11 +29,10 @@ class NodeSpec:
     rdma: int = 8
 
 
-#: Two 8×H200 servers (seed system A: one per role), one 8×B200 (examples/kimi-k2.6-dcp8-b200.yaml) and one CPU
-#: node for the router.
+#: Six 8×H200 servers (seed system A takes one per role; the README's GitOps overlay three more), one 8×B200
+#: (examples/kimi-k2.6-dcp8-b200.yaml) and one CPU node for the routers.
 DEFAULT_NODES: Final = (
-    NodeSpec("h200-0"),
-    NodeSpec("h200-1"),
+    *(NodeSpec(f"h200-{i}") for i in range(6)),
     NodeSpec("b200-0", product="B200"),
     NodeSpec("cpu-0", product=None, gpus=0, memory="256Gi", cpu="32", rdma=0),
 )
