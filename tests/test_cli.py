@@ -97,3 +97,14 @@ def test_namespace_option_places_crs_without_one(tmp_path: Path) -> None:
 def test_namespace_option_conflicting_with_the_cr_is_an_error() -> None:
     result = runner.invoke(app, ["validate", SEED, "--namespace", "other"])
     assert result.exit_code == 1 and "namespace 'default'" in result.output
+
+
+def test_validate_checks_every_file_given_as_a_pre_commit_hook_passes_them() -> None:
+    good = str(EXAMPLES / "glm-5.3-pd.yaml")
+    bad = str(EXAMPLES / "invalid" / "pcp-with-dp.yaml")
+    ok = runner.invoke(app, ["validate", good, str(EXAMPLES / "kimi-k2.6-dcp8-b200.yaml")])
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.count(": valid") == 2
+    mixed = runner.invoke(app, ["validate", bad, good])
+    assert mixed.exit_code == 1
+    assert "spec.prefill.parallelism.data" in mixed.output and f"{good}: valid" in mixed.output

@@ -186,19 +186,27 @@ def render_cmd(
 
 @app.command("validate")
 def validate_cmd(
-    file: Annotated[Path, typer.Argument(help="GLMDeployment YAML file, or - for stdin.")],
+    files: Annotated[list[Path], typer.Argument(help="GLMDeployment YAML files (as pre-commit passes them), or -.")],
     namespace: NamespaceOption = None,
 ) -> None:
-    """Check a GLMDeployment against the schema and every rule; print "valid" or the problems."""
-    try:
-        results = render_documents(file, namespace)
-    except (InputError, DocumentError) as exc:
-        raise _fail(exc, file) from None
-    for result in results:
-        if result.warnings:
-            print_findings(result.warnings, str(file))
-    warnings = sum(len(result.warnings) for result in results)
-    typer.echo(f"{file}: valid" + (f" ({warnings} warning(s) above)" if warnings else ""))
+    """Check GLMDeployments against the schema and every rule; print "valid" or the problems of each file.
+
+    Exits 1 when any file has an error (every file is still checked)."""
+    failed = False
+    for file in files:
+        try:
+            results = render_documents(file, namespace)
+        except (InputError, DocumentError) as exc:
+            _fail(exc, file)
+            failed = True
+            continue
+        for result in results:
+            if result.warnings:
+                print_findings(result.warnings, str(file))
+        warnings = sum(len(result.warnings) for result in results)
+        typer.echo(f"{file}: valid" + (f" ({warnings} warning(s) above)" if warnings else ""))
+    if failed:
+        raise typer.Exit(code=1)
 
 
 @app.command("plan")
