@@ -170,8 +170,13 @@ def mode_roles(spec: GLMDeploymentSpec) -> list[Finding]:
                     f"mode aggregated runs one engine role; {name} is a disaggregated-only role",
                     f"move its settings to spec.engine and remove spec.{name}, or set mode: disaggregated",
                 ))
-        ignored = sorted(spec.kv_transfer.model_fields_set - ({"connector"} if spec.kv_transfer.connector == "none"
-                                                                else set()))
+        # only what differs from the default: the API server fills every default in, and nobody set those
+        kv, defaults = spec.kv_transfer, type(spec.kv_transfer)()
+        ignored = sorted(
+            (info.alias or name) for name, info in type(kv).model_fields.items()
+            if name in kv.model_fields_set and getattr(kv, name) != getattr(defaults, name)
+            and not (name == "connector" and kv.connector == "none")  # what the fix asks for
+        )
         if "kv_transfer" in spec.model_fields_set and ignored:
             out.append(Finding(
                 "spec.kvTransfer", ", ".join(ignored),
