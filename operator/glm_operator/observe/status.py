@@ -8,7 +8,7 @@ and the operator writes nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from glm_operator.api import reasons
 from glm_operator.api.findings import Finding
@@ -20,6 +20,54 @@ READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 PLANNED = "Planned"
+
+#: Longest pod message (the scheduler's "0/N nodes are available: ..." can be long) quoted in a condition.
+POD_MESSAGE_LIMIT: Final = 200
+#: Container ``state.waiting`` reasons of a normal start (every other reason is a problem worth reporting).
+STARTING_REASONS: Final = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+def _truncate(text: str, limit: int = POD_MESSAGE_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def pod_problem(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """``(reason, message)`` of why one pod does not start, or ``None``.
+
+    A pod whose ``PodScheduled`` condition is ``False`` (reason ``Unschedulable``: no node fits, a claim is
+    missing, ...), or a container (init containers first) waiting for a reason other than a normal start
+    (``ImagePullBackOff``, ``CrashLoopBackOff``, ``CreateContainerConfigError``, ...). Messages are truncated to
+    :data:`POD_MESSAGE_LIMIT` characters."""
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("reason") or "Unschedulable"), _truncate(str(cond.get("message") or ""))
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for container in status.get(key) or []:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = str(waiting.get("reason") or "")
+            if reason and reason not in STARTING_REASONS:
+                detail = _truncate(str(waiting.get("message") or ""))
+                return reason, f"container {container.get('name', '?')}" + (f": {detail}" if detail else "")
+    return None
+
+
+def role_problems(pods: Iterable[dict[str, Any]] | None) -> dict[str, tuple[str, str, str]]:
+    """``{role: (pod name, reason, message)}``: the first problem (pods by name) of each role's pods.
+
+    A pod's role is its ``app.kubernetes.io/component`` label (the component of its workload: ``prefill``,
+    ``decode``, ``engine``, ``router``)."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for pod in sorted(pods or (), key=lambda p: str((p.get("metadata") or {}).get("name") or "")):
+        meta = pod.get("metadata") or {}
+        role = str((meta.get("labels") or {}).get(names.LABEL_COMPONENT) or "")
+        if not role or role in found:
+            continue
+        problem = pod_problem(pod)
+        if problem is not None:
+            found[role] = (str(meta.get("name") or ""), *problem)
+    return found
 
 
 def condition(
@@ -82,6 +130,7 @@ def healthy_status(
     now: str,
     apply_error: str | None = None,
     apply_reason: str = reasons.APPLY_FAILED,
+    pods: Iterable[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Status after a successful render.
 
@@ -98,14 +147,19 @@ def healthy_status(
             ``Progressing=False/Blocked``, ``Ready=False``.
         apply_reason: the ``Degraded`` reason for ``apply_error`` (a :mod:`glm_operator.api.reasons`
             constant: ``ApplyFailed``, ``ApiUnavailable``, ``ApiRejected``, ``Unexpected``).
+        pods: the CR's pods (plain dicts: ``metadata.name/labels``, ``status.conditions``, container statuses);
+            the first problem of a role that is not ready (:func:`role_problems`) is named in ``Ready``'s message,
+            briefly in ``Progressing``'s.
     """
     conditions = previous.get("conditions") or []
     counts = {role: replica_counts(live, desired) for role, (live, desired) in workloads.items()}
+    unready = [role for role, (live, desired) in workloads.items() if not workload_ready(live, desired)]
+    problems = {role: problem for role, problem in role_problems(pods).items() if role in unready}
     not_ready = [
         f"{role} {counts[role]['readyReplicas']}/{counts[role]['replicas']}"
-        + ("" if counts[role]["readyReplicas"] < desired else " (rolling out)")
-        for role, (live, desired) in workloads.items()
-        if not workload_ready(live, desired)
+        + ("" if counts[role]["readyReplicas"] < workloads[role][1] else " (rolling out)")
+        + (f" (pod {problems[role][0]} {problems[role][1]}: {problems[role][2]})" if role in problems else "")
+        for role in unready
     ]
     ready = not not_ready and apply_error is None
     summary = ", ".join(f"{role} {c['readyReplicas']}/{c['replicas']}" for role, c in counts.items())
@@ -124,7 +178,10 @@ def healthy_status(
     progressing = condition(
         conditions, PROGRESSING, status=not ready and apply_error is None,
         reason=reasons.COMPLETE if ready else (reasons.BLOCKED if apply_error else reasons.ROLLING_OUT),
-        message=f"ready: {summary}", generation=generation, now=now,
+        message=f"ready: {summary}" + "".join(
+            f"; pod {name} {reason}" for name, reason, _ in problems.values()
+        ),
+        generation=generation, now=now,
     )
     warning_text = "; ".join(str(w) for w in warnings)
     if apply_error is not None:

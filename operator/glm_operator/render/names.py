@@ -14,6 +14,8 @@ from glm_operator.api.spec import API_GROUP
 MANAGED_BY: Final = "glm-operator"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 LABEL_DEPLOYMENT: Final = f"{API_GROUP}/deployment"
+#: The workload a child belongs to (``prefill``, ``decode``, ``engine``, ``router``), also on its pods.
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_ROLE: Final = f"{API_GROUP}/role"
 #: The one label prefill and decode pods share; the InferencePool selects on it.
 LABEL_POOL: Final = f"{API_GROUP}/pool"
@@ -48,7 +50,7 @@ def common_labels(cr_name: str, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "glm-deployment",
         "app.kubernetes.io/instance": cr_name,
-        "app.kubernetes.io/component": component,
+        LABEL_COMPONENT: component,
         "app.kubernetes.io/part-of": "glm",
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_DEPLOYMENT: cr_name,
