@@ -14,6 +14,9 @@
 - ``child-<plural>`` event handlers re-reconcile the owner when a child is changed or deleted by
   hand, or when a workload's readiness changes; events that only echo the operator's own writes
   (same ``resourceVersion``) are ignored;
+- ``glm_pods`` (``@kopf.index``) keeps the workloads' pods, stripped to what status reads, and ``pod-events``
+  re-reconciles the owner when such a pod's scheduling/readiness/waiting state changes, so status names why pods
+  do not start (``Unschedulable``, ``ImagePullBackOff``, ...);
 - ``api-reachable`` (``@kopf.on.probe``) makes ``/healthz`` fail when the API server was unreachable
   for longer than ``GLM_LIVENESS_BOUND_SECONDS`` (:mod:`glm_operator.cluster.health`).
 
@@ -40,6 +43,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,10 +59,13 @@ from glm_operator.cluster.health import BOUND_ENV, ApiHealth, ApiUnreachableErro
 from glm_operator.cluster.index import (
     CHILD_INDEX_IDS,
     DEPLOYMENT_INDEX_ID,
+    POD_INDEX_ID,
     ChildKey,
     ClusterIndex,
     index_child,
     index_deployment,
+    index_pod,
+    pod_state,
 )
 from glm_operator.cluster.kinds import CHILD_KINDS
 from glm_operator.cluster.kube import KubeCluster
@@ -121,7 +128,8 @@ def _live_children(namespace: str, name: str) -> dict[ChildKey, dict[str, Any]] 
 def _reconcile_measured(body: dict[str, Any]) -> Outcome:
     """One reconcile in a worker thread, children from the index (or a LIST while it is cold or unverified)."""
     meta, started = body["metadata"], time.perf_counter()
-    outcome = reconcile(_cluster(), body, live=_live_children(meta["namespace"], meta["name"]))
+    namespace, name = meta["namespace"], meta["name"]
+    outcome = reconcile(_cluster(), body, live=_live_children(namespace, name), pods=STATE.index.pods(namespace, name))
     seconds = time.perf_counter() - started
     if outcome.failure is not None and not outcome.failure.expected:
         metrics.record_exception(seconds, RuntimeError(outcome.failure.message))  # a bug: "Unexpected"
@@ -332,3 +340,35 @@ for _kind in CHILD_KINDS:
         _child_indexer(_kind.api_version, _kind.kind)
     )
     kopf.on.event(*_resource, labels=_labels, id=f"child-{_kind.plural}")(child_event)
+
+
+_POD_LABELS: Mapping[str, Any] = {names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_DEPLOYMENT: kopf.PRESENT}
+
+
+@kopf.index("v1", "pods", labels=_POD_LABELS, id=POD_INDEX_ID)
+def index_pods(body: kopf.Body, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """Index the pods of every CR's workloads by ``(namespace, CR name)``, stripped to what status reads."""
+    STATE.health.touch()
+    return index_pod(body)
+
+
+@kopf.on.event("v1", "pods", labels=_POD_LABELS, id="pod-events")
+async def pod_event(body: kopf.Body, event: kopf.RawEvent, **_: Any) -> None:
+    """A workload pod changed: reconcile its owning GLMDeployment when what status reads of it changed (scheduling,
+    readiness, a waiting container) or it was deleted. Pods are never written by the operator: no echo."""
+    STATE.index.mark_warm()
+    entry = index_pod(body)
+    uid = body.metadata.uid or ""
+    if not entry or not uid:
+        return
+    ((namespace, owner_name), slim), = entry.items()
+    deleted = event.get("type") == "DELETED"
+    if not STATE.index.pod_changed(uid, pod_state(slim), listing=event.get("type") is None, deleted=deleted):
+        return
+    owner = STATE.index.deployment(namespace, owner_name)
+    if not isinstance(owner, dict):
+        return  # no such CR (or a cold index: the start-up reconcile reads the pods anyway)
+    key = ("v1", "Pod", namespace, body.metadata.name or "")
+    # a pod's resourceVersion is never in the scheduler's seen versions (we write no pods): never an echo
+    version = str(body.metadata.get("resourceVersion") or "deleted")
+    await _scheduler().child_changed((str(owner["metadata"].get("uid") or ""), namespace, owner_name), key, version)

@@ -3,8 +3,8 @@
 A permission is ``(apiGroup, resource[/subresource], verb)``. :func:`required_permissions` builds the
 set from the code itself, so a new child kind, kopf handler or EPP Role rule changes it:
 
-- every kopf handler registered by :mod:`glm_operator.handlers` (kopf's registry): list + watch of
-  its resource; changing handlers (resume/create/update) also patch it (kopf's progress and
+- every kopf handler registered by :mod:`glm_operator.handlers` (kopf's registry, indices included): list +
+  watch of its resource; changing handlers (resume/create/update) also patch it (kopf's progress and
   last-handled annotations);
 - every :data:`~glm_operator.cluster.kinds.CHILD_KINDS` entry, per :class:`ChildKind` method
   (:data:`CHILD_METHOD_VERBS`);
@@ -71,8 +71,8 @@ def _resource(selector: Any) -> tuple[str, str]:
 def _handler_permissions() -> set[Permission]:
     registry = kopf.get_default_registry()
     found: set[Permission] = set()
-    # kopf keeps handlers per kind of reaction; both lists/watches the selected resource
-    for handler in registry._watching.get_all_handlers():
+    # kopf keeps handlers per kind of reaction; each lists/watches the selected resource
+    for handler in [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]:
         found |= {(*_resource(handler.selector), verb) for verb in ("list", "watch")}
     for handler in registry._changing.get_all_handlers():
         found |= {(*_resource(handler.selector), verb) for verb in ("list", "watch", "patch")}

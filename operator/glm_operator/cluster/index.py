@@ -23,6 +23,15 @@ operator has already seen — a re-list, not the initial listing at start-up, wh
 (:meth:`ClusterIndex.verified`), never returned again (uids are unique). The CR itself is read with a
 GET then too, and a CR that is gone becomes a ghost (:meth:`ClusterIndex.ghost`).
 
+**Pods.** The pods of a CR's workloads (labelled ``app.kubernetes.io/managed-by: glm-operator``, keyed by
+``(namespace, CR name)`` like children, :data:`POD_INDEX_ID`) are indexed too, stripped to what status reads
+(:func:`index_pod`): status names why they do not start. The operator never writes pods, so there is no echo to
+suppress; instead a pod event re-reconciles the owner only when the stripped state changed
+(:meth:`ClusterIndex.pod_changed`), never for the initial listing (the start-up reconcile reads the index).
+Pods are not verified after a re-list: a pod deleted while the watch was down may stay indexed, and
+:meth:`ClusterIndex.pods` keeps only the newest entry per pod name (a StatefulSet re-creates a pod under its
+name); status reads pods only for roles that are not ready.
+
 A freshly applied child may reach the index a moment after the reconcile that wrote it; a
 reconcile in that window sees the older object and at worst sends an idempotent server-side apply
 again (no prune: pruning only deletes objects the index shows and the spec does not want, and a
@@ -31,6 +40,7 @@ again (no prune: pruning only deletes objects the index shows and the spec does 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -42,6 +52,12 @@ from glm_operator.render import names
 #: kopf index id (also its handler kwarg name) of each child kind, by plural.
 CHILD_INDEX_IDS: Final = {kind.plural: f"glm_children_{kind.plural}" for kind in CHILD_KINDS}
 DEPLOYMENT_INDEX_ID: Final = "glm_deployments"
+POD_INDEX_ID: Final = "glm_pods"
+
+#: Pod labels kept in the index (owner, role).
+_POD_LABELS: Final = (names.LABEL_DEPLOYMENT, names.LABEL_ROLE, names.LABEL_COMPONENT)
+#: Pod conditions kept in the index: scheduling (status names its problem) and readiness.
+_POD_CONDITIONS: Final = ("PodScheduled", "Ready")
 
 #: ``(apiVersion, kind, name)`` of a child.
 ChildKey = tuple[str, str, str]
@@ -76,6 +92,52 @@ def index_deployment(body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str,
     return {(meta.get("namespace") or "", meta.get("name") or ""): _slim(body)}
 
 
+def _waiting(statuses: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    out = []
+    for container in statuses or ():
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            out.append({"name": container.get("name"),
+                        "state": {"waiting": {k: waiting[k] for k in ("reason", "message") if waiting.get(k)}}})
+    return out
+
+
+def index_pod(body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The index entry of one pod of a CR's workload: ``{(namespace, CR name): slim pod}`` (``{}`` without a CR
+    label).
+
+    Only what status reads is kept: ``metadata`` name/namespace/uid/resourceVersion and the owner and role labels,
+    the ``PodScheduled``/``Ready`` conditions without timestamps, and the waiting state of each (init) container
+    that waits."""
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    owner = labels.get(names.LABEL_DEPLOYMENT)
+    if not owner or not meta.get("namespace"):
+        return {}
+    status = body.get("status") or {}
+    slim_status: dict[str, Any] = {"conditions": [
+        {k: c[k] for k in ("type", "status", "reason", "message") if c.get(k)}
+        for c in status.get("conditions") or () if c.get("type") in _POD_CONDITIONS
+    ]}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        waiting = _waiting(status.get(key))
+        if waiting:
+            slim_status[key] = waiting
+    slim = {
+        "metadata": {
+            **{k: str(meta[k]) for k in ("name", "namespace", "uid", "resourceVersion") if meta.get(k)},
+            "labels": {k: str(labels[k]) for k in _POD_LABELS if k in labels},
+        },
+        "status": slim_status,
+    }
+    return {(str(meta["namespace"]), str(owner)): slim}
+
+
+def pod_state(slim: Mapping[str, Any]) -> str:
+    """What status may read of an indexed pod, as one comparable string."""
+    return json.dumps(slim.get("status") or {}, sort_keys=True, separators=(",", ":"))
+
+
 class ClusterIndex:
     """Read access to kopf's indices (live mappings ``key → collection of values``)."""
 
@@ -91,13 +153,15 @@ class ClusterIndex:
         self.ghosts: set[str] = set()
         #: uids of every object an event handler has seen (a listing event of one of them is a re-list).
         self.seen: set[str] = set()
+        #: uid → :func:`pod_state` of every pod an event handler has seen (what a pod event is compared with).
+        self.pod_states: dict[str, str] = {}
 
     def bind(self, indices: Mapping[str, Any]) -> None:
         """Keep the kopf indices of a new operator run (the startup handler's kwargs); not warm yet."""
         self._indices = {key: value for key, value in indices.items()
-                         if key in CHILD_INDEX_IDS.values() or key == DEPLOYMENT_INDEX_ID}
+                         if key in CHILD_INDEX_IDS.values() or key in {DEPLOYMENT_INDEX_ID, POD_INDEX_ID}}
         self.warm = False
-        self.listed_at, self.verified_at, self.seen = float("-inf"), {}, set()
+        self.listed_at, self.verified_at, self.seen, self.pod_states = float("-inf"), {}, set(), {}
 
     def mark_warm(self) -> None:
         """Every initial listing is indexed (called from kopf's non-indexing handlers)."""
@@ -116,6 +180,32 @@ class ClusterIndex:
         if relist:
             self.listed_at = self.clock()
         return relist
+
+    def pod_changed(self, uid: str, state: str, *, listing: bool, deleted: bool) -> bool:
+        """A pod event: whether its owner must be reconciled (status may read something new).
+
+        ``True`` when the pod was deleted or its :func:`pod_state` differs from the last event's; ``False`` for
+        an unchanged state (kubelet/scheduler updates of fields status does not read) and for the first listing of
+        a pod (the start-up reconcile reads the index, which holds it already)."""
+        old = self.pod_states.pop(uid, None) if deleted else self.pod_states.get(uid)
+        if deleted:
+            return True
+        self.pod_states[uid] = state
+        if old is None:
+            return not listing
+        return old != state
+
+    def pods(self, namespace: str, cr_name: str) -> list[dict[str, Any]] | None:
+        """The indexed pods of CR ``cr_name`` (the newest entry per pod name), or ``None`` while not warm."""
+        if not self.warm:
+            return None
+        index = self._indices.get(POD_INDEX_ID)
+        newest: dict[str, dict[str, Any]] = {}
+        for pod in (index.get((namespace, cr_name)) if index is not None else None) or ():
+            name = str((pod.get("metadata") or {}).get("name") or "")
+            if name not in newest or _version(pod) > _version(newest[name]):
+                newest[name] = pod
+        return [newest[name] for name in sorted(newest)]
 
     def needs_verification(self, namespace: str, cr_name: str) -> bool:
         """Whether the CR and its children must be read from the API server once (a listing happened since)."""
@@ -155,6 +245,13 @@ class ClusterIndex:
         values = [v for v in (index.get((namespace, name)) if index is not None else None) or ()
                   if _uid(v) not in self.ghosts]
         return values[-1] if values else None
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:  # resourceVersions are opaque to clients; etcd's are integers
+        return 0
 
 
 def _uid(obj: Mapping[str, Any]) -> str:

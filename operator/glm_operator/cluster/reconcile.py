@@ -178,6 +178,7 @@ def reconcile(
     body: dict[str, Any],
     *,
     live: Mapping[ChildKey, dict[str, Any]] | None = None,
+    pods: Sequence[dict[str, Any]] | None = None,
 ) -> Outcome:
     """Drive the children of one GLMDeployment to its spec and write its status.
 
@@ -188,6 +189,9 @@ def reconcile(
             ``status``).
         live: the CR's children as the watch index holds them, keyed by ``(apiVersion, kind, name)``;
             ``None`` lists them from the API server (one LIST per child kind).
+        pods: the CR's pods as the watch index holds them (stripped, :func:`glm_operator.cluster.index.index_pod`);
+            status names the first problem of each role that is not ready. ``None`` (index cold): no pod details,
+            no request.
 
     Returns:
         An :class:`Outcome`; failures are in :attr:`Outcome.failure`, never raised.
@@ -254,6 +258,7 @@ def reconcile(
         now=now,
         apply_error=None if outcome.failure is None else outcome.failure.message,
         apply_reason=reasons.APPLY_FAILED if outcome.failure is None else outcome.failure.reason,
+        pods=pods,
     )
     outcome.seen_versions = {
         (api_version, kind, deployment.namespace, name): str(obj["metadata"].get("resourceVersion", ""))

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from kubernetes.client.exceptions import ApiException
 
 from glm_operator.api.spec import API_GROUP, API_VERSION, KIND
+from glm_operator.cluster.index import index_pod
 from glm_operator.cluster.kinds import BY_KIND
 from glm_operator.render import names
 
@@ -35,6 +36,8 @@ class FakeCluster:
     """The fake cluster. ``objects`` holds children and CRs alike (CRs under ``(group/version, KIND, ns, name)``)."""
 
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    #: Pods of the workloads, by ``(namespace, name)``: never children (the operator neither lists nor writes them).
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     injections: list[_Injection] = field(default_factory=list)
@@ -69,6 +72,19 @@ class FakeCluster:
         """Delete a child behind the operator's back (as ``kubectl delete`` would)."""
         key = next(k for k in self.objects if k[1] == kind and k[2] == namespace and k[3] == name)
         del self.objects[key]
+
+    def set_pod(self, pod: dict[str, Any]) -> None:
+        """Create or replace a pod (as the StatefulSet controller, scheduler and kubelet would)."""
+        meta = pod["metadata"]
+        meta.setdefault("namespace", "default")
+        meta.setdefault("uid", f"uid-pod-{meta['name']}")
+        meta["resourceVersion"] = str(next(self._versions))
+        self.pods[(meta["namespace"], meta["name"])] = copy.deepcopy(pod)
+
+    def indexed_pods(self, namespace: str, cr_name: str) -> list[dict[str, Any]]:
+        """The CR's pods as the operator's watch index holds them (:func:`~glm_operator.cluster.index.index_pod`)."""
+        entries = [index_pod(pod) for pod in self.pods.values()]
+        return [entry[(namespace, cr_name)] for entry in entries if (namespace, cr_name) in entry]
 
     def count(self, *methods: str) -> int:
         """How many calls of these methods were made (all methods when none are given)."""

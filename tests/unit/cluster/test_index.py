@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from glm_operator.cluster.index import CHILD_INDEX_IDS, DEPLOYMENT_INDEX_ID, ClusterIndex, index_child, index_deployment
+from glm_operator.cluster.index import (
+    CHILD_INDEX_IDS,
+    DEPLOYMENT_INDEX_ID,
+    POD_INDEX_ID,
+    ClusterIndex,
+    index_child,
+    index_deployment,
+    index_pod,
+    pod_state,
+)
 from glm_operator.render import names
 
 
@@ -82,3 +91,68 @@ def test_a_child_deleted_while_the_watch_was_down_is_no_ghost_after_a_relist() -
     assert found[("apps/v1", "StatefulSet", "a-decode")]["metadata"]["uid"] == "new"
     index.ghost("u")  # a CR deleted while the watch was down
     assert index.deployment("ns", "a") is None
+
+
+def _pod(name: str, owner: str, *, uid: str = "pu", version: str = "7", scheduled: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": version,
+                     "managedFields": [{"big": 1}], "annotations": {"a": "b"},
+                     "labels": {names.LABEL_DEPLOYMENT: owner, names.LABEL_MANAGED_BY: names.MANAGED_BY,
+                                names.LABEL_COMPONENT: "decode", names.LABEL_ROLE: "decode", "other": "x"}},
+        "spec": {"containers": [{"name": "vllm", "image": "i", "args": ["--a"] * 50}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True" if scheduled else "False",
+                 "reason": "" if scheduled else "Unschedulable", "message": "" if scheduled else "0/4 nodes",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "lastProbeTime": None},
+                {"type": "Initialized", "status": "True"},
+            ],
+            "containerStatuses": [{"name": "vllm", "image": "i", "restartCount": 3,
+                                   "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}},
+                                   "lastState": {"terminated": {"exitCode": 1}}},
+                                  {"name": "sidecar", "state": {"running": {"startedAt": "t"}}}],
+        },
+    }
+
+
+def test_pod_entries_keep_only_what_status_reads() -> None:
+    entry = index_pod(_pod("a-decode-0", "a", scheduled=False))
+    assert entry == {("ns", "a"): {
+        "metadata": {"name": "a-decode-0", "namespace": "ns", "uid": "pu", "resourceVersion": "7",
+                     "labels": {names.LABEL_DEPLOYMENT: "a", names.LABEL_COMPONENT: "decode",
+                                names.LABEL_ROLE: "decode"}},
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                   "message": "0/4 nodes"}],
+                   "containerStatuses": [{"name": "vllm", "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                                                                  "message": "back-off"}}}]},
+    }}
+    assert index_pod({"metadata": {"name": "x", "namespace": "ns", "labels": {}}}) == {}
+
+
+def test_a_pod_event_reconciles_only_when_what_status_reads_changed() -> None:
+    index = ClusterIndex()
+    pending = pod_state(index_pod(_pod("a-decode-0", "a", scheduled=False))[("ns", "a")])
+    assert not index.pod_changed("pu", pending, listing=True, deleted=False)  # initial listing: the index has it
+    assert not index.pod_changed("pu", pending, listing=False, deleted=False)  # e.g. lastProbeTime or annotations
+    moved = _pod("a-decode-0", "a", version="8", scheduled=False)
+    moved["metadata"]["annotations"] = {"new": "x"}
+    moved["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-02T00:00:00Z"
+    assert not index.pod_changed("pu", pod_state(index_pod(moved)[("ns", "a")]), listing=False, deleted=False)
+    scheduled = pod_state(index_pod(_pod("a-decode-0", "a", version="9"))[("ns", "a")])
+    assert index.pod_changed("pu", scheduled, listing=False, deleted=False)
+    assert index.pod_changed("pu", scheduled, listing=False, deleted=True)
+    assert index.pod_changed("new", scheduled, listing=False, deleted=False)  # a new pod after start-up
+
+
+def test_pods_once_warm_newest_entry_per_name() -> None:
+    index = ClusterIndex()
+    pods = _kopf_like([index_pod(_pod("a-decode-0", "a", uid="old", version="5", scheduled=False)),
+                       index_pod(_pod("a-decode-0", "a", uid="new", version="12")),
+                       index_pod(_pod("b-decode-0", "b", uid="b"))])
+    index.bind({POD_INDEX_ID: pods})
+    assert index.pods("ns", "a") is None
+    index.mark_warm()
+    assert [p["metadata"]["uid"] for p in index.pods("ns", "a") or []] == ["new"]
+    assert index.pods("ns", "missing") == []

@@ -10,6 +10,7 @@ from kubernetes.client.exceptions import ApiException
 from glm_operator.api import reasons
 from glm_operator.cluster.drift import object_key
 from glm_operator.cluster.reconcile import LAST_APPLIED_ANNOTATION, last_applied, reconcile
+from glm_operator.render import names
 from tests.conftest import seed
 from tests.unit.cluster.fake_cluster import FakeCluster
 
@@ -160,3 +161,37 @@ def test_prune_ignores_a_child_that_is_already_gone() -> None:
     outcome = reconcile(fake, cr, live=live)
     assert outcome.failure is None
     assert outcome.pruned == [f"HTTPRoute/{NAME}"]
+
+
+def _engine_pod(role: str, ordinal: int, *, unschedulable: str | None = None) -> dict[str, Any]:
+    pod_name = f"{NAME}-{role}-{ordinal}"
+    scheduled = ({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
+                 if unschedulable else {"type": "PodScheduled", "status": "True"})
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name, "labels": names.engine_pod_labels(NAME, role)},
+            "status": {"phase": "Pending", "conditions": [scheduled]}}
+
+
+def test_status_names_an_unschedulable_pod_from_the_index_without_a_request() -> None:
+    fake = FakeCluster()
+    cr = _created(fake)
+    message = '0/4 nodes are available: persistentvolumeclaim "hf-cache" not found.'
+    fake.set_pod(_engine_pod("prefill", 0))
+    fake.set_pod(_engine_pod("decode", 0, unschedulable=message))
+    before = fake.count()
+    outcome = reconcile(fake, cr, live=_live(fake), pods=fake.indexed_pods("default", NAME))
+    assert fake.calls[before:] == [("patch_status", f"default/{NAME}")]  # no pod is read from the API server
+    ready = _condition(outcome.status, "Ready")
+    assert ready["status"] == "False" and ready["reason"] == reasons.REPLICAS_NOT_READY
+    assert ready["message"] == (
+        f"waiting for prefill 0/1, decode 0/1 (pod {NAME}-decode-0 Unschedulable: {message}), router 0/1")
+    assert _condition(outcome.status, "Progressing")["message"].endswith(f"; pod {NAME}-decode-0 Unschedulable")
+    assert _condition(outcome.status, "Degraded")["status"] == "False"
+    assert not any(key[1] == "Pod" for key in outcome.seen_versions)  # pods are no children: no echo versions
+
+    fake.set_pod(_engine_pod("decode", 0))  # the claim was created: the pod is scheduled
+    outcome = reconcile(fake, fake.cr("default", NAME), live=_live(fake), pods=fake.indexed_pods("default", NAME))
+    assert _condition(outcome.status, "Ready")["message"] == "waiting for prefill 0/1, decode 0/1, router 0/1"
+    before = fake.count()
+    outcome = reconcile(fake, fake.cr("default", NAME), live=_live(fake), pods=fake.indexed_pods("default", NAME))
+    assert fake.count() == before and not outcome.status_written  # unchanged pods: nothing to write
