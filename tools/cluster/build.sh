@@ -12,12 +12,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${GLM_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/glm-operator/cluster}
 command -v go >/dev/null || { echo "tools/cluster/build.sh: 'go' is not on PATH; install Go >= 1.26 (the module needs it)" >&2; exit 2; }
 
-# component -> "binary=package:estimated cold minutes on 2 cores" (measured: see tools/cluster/README.md)
+# component -> "binary=package:cold minutes on a quiet 2-core machine" (measured: see tools/cluster/README.md)
 declare -A pkgs=(
-  [kube]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver:14 kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager:6 kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler:2 kubectl=k8s.io/kubernetes/cmd/kubectl:2"
-  [etcd]="etcd=go.etcd.io/etcd/server/v3:3"
-  [kwok]="kwok=sigs.k8s.io/kwok/cmd/kwok:3 kwok-stages=./stages:1"
-  [crdgen]="controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen:2 gateway-annotations=./gateway-annotations:1"
+  [kube]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver:4 kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager:1 kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler:1 kubectl=k8s.io/kubernetes/cmd/kubectl:1"
+  [etcd]="etcd=go.etcd.io/etcd/server/v3:1"
+  [kwok]="kwok=sigs.k8s.io/kwok/cmd/kwok:1 kwok-stages=./stages:1"
+  [crdgen]="controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen:1 gateway-annotations=./gateway-annotations:1"
 )
 components=("$@")
 [ ${#components[@]} -gt 0 ] || components=(kube etcd kwok crdgen)
@@ -45,7 +45,7 @@ for c in "${components[@]}"; do
       continue
     fi
     ver=$(cd "$mod" && go list -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "$pkg")
-    echo "building $name (${ver:-ours}) — first time only, ~$mins min on 2 cores (cache: $out)" >&2
+    echo "building $name (${ver:-ours}) — first time only, ~$mins min on 2 quiet cores, 3× that on busy ones (cache: $out)" >&2
     start=$(date +%s)
     (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
     mv "$out/$name.tmp" "$out/$name"
