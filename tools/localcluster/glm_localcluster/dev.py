@@ -61,12 +61,17 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
     with its logs, when it fails).
     """
     stop = threading.Event()
+    polling = threading.Event()  # set once the session only polls (kubectl calls): a signal then just sets ``stop``
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
         stop.set()
-        raise KeyboardInterrupt
+        if not polling.is_set():
+            raise KeyboardInterrupt  # interrupt the bring-up (builds, waits) at once
+        # while polling, an exception could land between fork and exec of a kubectl child and orphan it
 
     signal.signal(signal.SIGTERM, _on_signal)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background job keeps ignoring Ctrl-C
+        signal.signal(signal.SIGINT, _on_signal)
     stack: Stack | None = None
     started = time.monotonic()
     code = 1
@@ -84,7 +89,8 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
         console.print(f"[dim]·[/] kubectl apply -f {example}")
         console.print(stack.run("kubectl", ["apply", "-f", str(example)]).stdout.strip())
         deadline, state = time.monotonic() + timeout, ""
-        while True:
+        polling.set()
+        while not stop.is_set():
             operator.managed.check()
             provision_claims(stack, claims)
             ok, state = _ready(stack, namespace, name)
@@ -96,6 +102,9 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
                 console.print(f"operator log: {operator.managed.log}")
                 return code
             time.sleep(0.5)
+        if stop.is_set():
+            code = 0  # the user stopped it while it waited
+            return code
         console.print(f"[green]GLMDeployment {namespace}/{name} is Ready[/] ({time.monotonic() - started:.0f} s "
                       "after start)")
         for args in (["get", "glmd", "-A", "-o", "wide"], ["get", "statefulsets,pods", "-n", namespace, "-o", "wide"]):
