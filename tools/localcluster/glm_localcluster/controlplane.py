@@ -210,6 +210,9 @@ def _start_all(
         str(bins["kube-apiserver"]),
         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
         "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", f"--secure-port={api_port}",
+        # v1.37 refuses a loopback advertise address for the endpoint reconciler of the `kubernetes` Service;
+        # nothing on a local cluster reaches the API server through that Service.
+        "--endpoint-reconciler-type=none",
         f"--tls-cert-file={pki.apiserver.cert}", f"--tls-private-key-file={pki.apiserver.key}",
         f"--client-ca-file={pki.ca.cert}",
         f"--service-cluster-ip-range={SERVICE_RANGE}", "--allow-privileged=true",

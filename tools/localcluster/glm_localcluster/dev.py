@@ -84,7 +84,7 @@ def run_dev(example: Path, once: bool, timeout: float, state_dir: Path | None = 
         kcfg = stack.plane.admin_kubeconfig
         tools = f"{stack.kubectl.parent}:{stack.helm.parent}"
         console.print(f"[dim]·[/] kubeconfig (admin): {kcfg} — while this runs:\n  export KUBECONFIG={kcfg}\n"
-                      f"  export PATH={tools}:$PATH   # this project's kubectl v1.36.3 and helm v3.19.0")
+                      f"  export PATH={tools}:$PATH   # this project's kubectl v1.37.2 and helm v3.19.0")
         namespace, name = cr["metadata"].get("namespace", "default"), cr["metadata"]["name"]
         console.print(f"[dim]·[/] kubectl apply -f {example}")
         console.print(stack.run("kubectl", ["apply", "-f", str(example)]).stdout.strip())
