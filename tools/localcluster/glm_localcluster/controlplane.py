@@ -101,7 +101,9 @@ class ControlPlane:
                 data = fh.read()
         except FileNotFoundError:
             return []
-        events = [json.loads(line) for line in data.splitlines() if line.strip()]
+        # the API server may be writing the last line right now: only lines that end in a newline are complete
+        complete = data[: data.rfind(b"\n") + 1]
+        events = [json.loads(line) for line in complete.splitlines() if line.strip()]
         return [e for e in events if user is None or e.get("user", {}).get("username") == user]
 
     def audit_offset(self) -> int:
